@@ -1,0 +1,143 @@
+// The C ABI: every entry point validates, dispatches, and turns internal errors into a status
+// plus a per-thread message. No exception crosses this boundary.
+#include <exception>
+#include <new>
+#include <string>
+
+#include "api/device.h"
+#include "api/dispatch.h"
+#include "api/error.h"
+#include "api/validate.h"
+#include "cpu/backend.h"
+#include "flashattn/flashattn.h"
+
+namespace {
+
+thread_local std::string g_last_error;
+
+template <typename F>
+fa_status guarded(F&& body) {
+  try {
+    body();
+    g_last_error.clear();
+    return FA_OK;
+  } catch (const fa::ApiError& e) {
+    g_last_error = e.what();
+    return e.status();
+  } catch (const std::bad_alloc&) {
+    g_last_error = "out of host memory";
+    return FA_ERROR_INTERNAL;
+  } catch (const std::exception& e) {
+    g_last_error = std::string("internal error: ") + e.what();
+    return FA_ERROR_INTERNAL;
+  } catch (...) {
+    g_last_error = "internal error: unknown exception";
+    return FA_ERROR_INTERNAL;
+  }
+}
+
+fa_status workspace_query(const fa_params* params, size_t* bytes, fa::Pass pass) {
+  return guarded([&] {
+    if (bytes == nullptr) fa::fail(FA_ERROR_NULL_POINTER, "bytes is NULL");
+    const fa::Params p = pass == fa::Pass::Forward ? fa::validate_forward(params)
+                                                   : fa::validate_backward(params);
+    *bytes = fa::workspace_size(fa::select_kernel(p, pass), p, pass);
+  });
+}
+
+fa_status run_pass(const fa_params* params, void* workspace, size_t workspace_bytes, void* stream,
+                   fa::Pass pass) {
+  return guarded([&] {
+    const fa::Params p = pass == fa::Pass::Forward ? fa::validate_forward(params)
+                                                   : fa::validate_backward(params);
+    const fa::Kernel k = fa::select_kernel(p, pass);
+    const size_t need = fa::min_workspace_size(k, p, pass);
+    const char* query =
+        pass == fa::Pass::Forward ? "fa_forward_workspace_size" : "fa_backward_workspace_size";
+    if (need > 0 && workspace == nullptr)
+      fa::fail(FA_ERROR_WORKSPACE, "workspace is NULL; this call needs at least ", need,
+               " bytes (ask ", query, ")");
+    if (workspace_bytes < need)
+      fa::fail(FA_ERROR_WORKSPACE, "workspace_bytes=", workspace_bytes, " is too small; need >= ",
+               need, " (ask ", query, ")");
+    fa::run(k, p, pass, workspace, workspace_bytes, stream);
+  });
+}
+
+}  // namespace
+
+extern "C" {
+
+int32_t fa_version(void) { return FA_VERSION; }
+
+const char* fa_build_info(void) {
+  static const std::string info = [] {
+    std::string s = "flashattn " + std::to_string(FA_VERSION_MAJOR) + "." +
+                    std::to_string(FA_VERSION_MINOR) + "." + std::to_string(FA_VERSION_PATCH) +
+                    " cpu(" + fa::cpu::isa_name() + ")";
+#ifdef FA_CUDA_ARCHS
+    s += " cuda(" FA_CUDA_ARCHS ")";
+#endif
+    return s;
+  }();
+  return info.c_str();
+}
+
+void fa_params_init(fa_params* params) {
+  if (params == nullptr) return;
+  *params = fa_params{};
+  params->struct_size = sizeof(fa_params);
+  params->backend = FA_BACKEND_AUTO;
+  params->window_left = -1;
+  params->window_right = -1;
+}
+
+const char* fa_last_error(void) { return g_last_error.c_str(); }
+
+const char* fa_status_string(fa_status status) {
+  switch (status) {
+    case FA_OK: return "ok";
+    case FA_ERROR_NULL_POINTER: return "null pointer";
+    case FA_ERROR_DTYPE: return "bad dtype";
+    case FA_ERROR_RANK: return "bad rank";
+    case FA_ERROR_SHAPE: return "shape mismatch";
+    case FA_ERROR_HEAD_DIM: return "head_dim out of range";
+    case FA_ERROR_HEADS: return "heads_q not a multiple of heads_kv";
+    case FA_ERROR_STRIDE: return "bad stride";
+    case FA_ERROR_ALIGNMENT: return "misaligned pointer";
+    case FA_ERROR_SIZE: return "bad size";
+    case FA_ERROR_CU_SEQLENS: return "bad cu_seqlens";
+    case FA_ERROR_WINDOW: return "bad window";
+    case FA_ERROR_DROPOUT: return "bad dropout_p";
+    case FA_ERROR_SOFTCAP: return "bad softcap";
+    case FA_ERROR_SCALE: return "bad softmax_scale";
+    case FA_ERROR_DEVICE: return "device mismatch";
+    case FA_ERROR_WORKSPACE: return "workspace too small";
+    case FA_ERROR_ALIBI: return "bad alibi_slopes";
+    case FA_ERROR_UNSUPPORTED: return "unsupported";
+    case FA_ERROR_VERSION: return "unknown params version";
+    case FA_ERROR_BACKEND: return "backend unavailable";
+    case FA_ERROR_CUDA: return "CUDA error";
+    case FA_ERROR_INTERNAL: return "internal error";
+  }
+  return "unknown status";
+}
+
+fa_status fa_forward_workspace_size(const fa_params* params, size_t* bytes) {
+  return workspace_query(params, bytes, fa::Pass::Forward);
+}
+fa_status fa_backward_workspace_size(const fa_params* params, size_t* bytes) {
+  return workspace_query(params, bytes, fa::Pass::Backward);
+}
+fa_status fa_forward(const fa_params* params, void* workspace, size_t workspace_bytes,
+                     void* stream) {
+  return run_pass(params, workspace, workspace_bytes, stream, fa::Pass::Forward);
+}
+fa_status fa_backward(const fa_params* params, void* workspace, size_t workspace_bytes,
+                      void* stream) {
+  return run_pass(params, workspace, workspace_bytes, stream, fa::Pass::Backward);
+}
+
+int32_t fa_cuda_device_count(void) { return fa::cuda_device_count(); }
+
+}  // extern "C"

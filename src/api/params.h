@@ -1,0 +1,92 @@
+// The one internal description of an attention call, filled by validate() from the public
+// fa_params after every check has passed. Backends read only this.
+#pragma once
+
+#include <cstdint>
+
+#include "flashattn/flashattn.h"
+
+namespace fa {
+
+// Element types a backend may see. F64 never crosses the public ABI: the test oracle uses it to
+// write its results without rounding.
+enum class DType : int { F32, F16, BF16, F64 };
+
+inline int64_t dtype_size(DType t) {
+  switch (t) {
+    case DType::F32: return 4;
+    case DType::F16: return 2;
+    case DType::BF16: return 2;
+    case DType::F64: return 8;
+  }
+  return 0;
+}
+
+// A (sequence, head, dim) view of one tensor; the last dimension is contiguous. For packed
+// variable-length batches stride_b is 0 and rows are offset by the sequence's cu_seqlens start.
+struct View {
+  void* data = nullptr;
+  DType dtype = DType::F32;
+  int64_t stride_b = 0, stride_s = 0, stride_h = 0;  // elements
+
+  template <typename T>
+  T* at(int64_t b, int64_t row, int64_t h) const {
+    return static_cast<T*>(data) + b * stride_b + row * stride_s + h * stride_h;
+  }
+};
+
+// fp32 log-sum-exp, (batch, heads, seqlen) or, packed, (heads, total) with stride_b = 0.
+struct LseView {
+  float* data = nullptr;
+  int64_t stride_b = 0, stride_h = 0, stride_s = 0;
+  float& at(int64_t b, int64_t h, int64_t row) const {
+    return data[b * stride_b + h * stride_h + row * stride_s];
+  }
+};
+
+// Where sequence b of the batch lives, and how long it is.
+struct SeqInfo {
+  int64_t q_start, k_start;  // first packed row (0 for fixed-length batches)
+  int64_t len_q, len_k;
+};
+
+struct Params {
+  fa_backend backend = FA_BACKEND_AUTO;
+  fa_device device{FA_DEVICE_CPU, 0};
+  DType dtype = DType::F32;  // of q, k, v, out, dout, dq, dk, dv
+
+  int64_t batch = 0, heads_q = 0, heads_kv = 0, head_dim = 0;
+  int64_t seqlen_q = 0, seqlen_k = 0;  // per sequence; for packed batches the max_seqlen bounds
+  const int32_t* cu_seqlens_q = nullptr;  // packed batches only
+  const int32_t* cu_seqlens_k = nullptr;
+  int64_t total_q = 0, total_k = 0;       // rows of q and k (batch * seqlen when not packed)
+
+  View q, k, v, out;
+  LseView lse;
+  View dout, dq, dk, dv;  // backward only
+
+  float softmax_scale = 0.f;  // resolved: never 0 here unless the caller asked for it
+  float softcap = 0.f;
+  int64_t window_left = -1, window_right = -1;  // causal is folded in as window_right = 0
+  bool causal = false;
+  const float* alibi_slopes = nullptr;
+  int64_t alibi_stride_b = 0, alibi_stride_h = 0;  // stride_b = 0 for a (heads) vector
+
+  float dropout_p = 0.f;
+  uint64_t seed = 0, offset = 0;
+  bool deterministic = false;
+
+  bool varlen() const { return cu_seqlens_q != nullptr; }
+  int64_t group() const { return heads_q / heads_kv; }  // query heads per kv head
+
+  SeqInfo seq(int64_t b) const {
+    if (!varlen()) return {0, 0, seqlen_q, seqlen_k};
+    return {cu_seqlens_q[b], cu_seqlens_k[b], int64_t(cu_seqlens_q[b + 1]) - cu_seqlens_q[b],
+            int64_t(cu_seqlens_k[b + 1]) - cu_seqlens_k[b]};
+  }
+  float alibi_slope(int64_t b, int64_t h) const {
+    return alibi_slopes ? alibi_slopes[b * alibi_stride_b + h * alibi_stride_h] : 0.f;
+  }
+};
+
+}  // namespace fa

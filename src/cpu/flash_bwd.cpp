@@ -1,0 +1,260 @@
+// CPU FlashAttention backward: recomputes P from Q, K and the saved LSE tile by tile, never
+// materialising the (seqlen_q x seqlen_k) matrix.
+//
+// One task = (batch, query head). It owns its dQ rows outright (accumulated in fp32 over all key
+// blocks), and produces that head's contribution to dK and dV key block by key block. With one
+// query head per kv head the contribution is the answer and is written directly; under GQA each
+// query head writes an fp32 partial and a second pass sums every kv head's group in a fixed
+// order. No atomics and no order-dependent sums: the CPU backward is always deterministic.
+//
+// Built once per instruction set (FA_CPU_ISA = generic / avx2).
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/mask.h"
+#include "common/philox.h"
+#include "cpu/scratch.h"
+#include "cpu/tile.h"
+
+namespace fa::cpu::FA_CPU_ISA {
+namespace {
+
+struct BackwardScratch {
+  float* dq_acc;   // (pad_rows(seqlen_q), dp)  dQ / softmax_scale, whole sequence
+  float* delta;    // (pad_rows(seqlen_q))      D_i = rowsum(dO_i * O_i)
+  float* k;        // (kBlockN, dp)
+  float* dk;       // (kBlockN, dp)             dK accumulator of the key block (final scale)
+  float* dv;       // (kBlockN, dp)             dV accumulator of the key block
+  float* kt;       // (dp, kBlockN)
+  float* vt;       // (dp, kBlockN)
+  float* q;        // (kBlockM, dp)             Q * softmax_scale
+  float* dout;     // (kBlockM, dp)
+  float* p;        // (kBlockM, kBlockN)        logits, then P
+  float* keep;     // (kBlockM, kBlockN)        dropout factor: 0 (dropped) or 1 / (1 - p)
+  float* ds;       // (kBlockM, kBlockN)        dP, then dS
+  float* slope;    // (kBlockM, kBlockN)        d logit / d (scale q·k): softcap's 1 - tanh²
+  float* tr;       // (kBlockN, kBlockM)        a transposed P or dS
+  float* lse;      // (kBlockM)
+
+  BackwardScratch(Arena& a, int64_t rows_q, int64_t dp) {
+    dq_acc = a.floats(rows_q * dp);
+    delta = a.floats(rows_q);
+    k = a.floats(kBlockN * dp);
+    dk = a.floats(kBlockN * dp);
+    dv = a.floats(kBlockN * dp);
+    kt = a.floats(dp * kBlockN);
+    vt = a.floats(dp * kBlockN);
+    q = a.floats(kBlockM * dp);
+    dout = a.floats(kBlockM * dp);
+    p = a.floats(kBlockM * kBlockN);
+    keep = a.floats(kBlockM * kBlockN);
+    ds = a.floats(kBlockM * kBlockN);
+    slope = a.floats(kBlockM * kBlockN);
+    tr = a.floats(kBlockN * kBlockM);
+    lse = a.floats(kBlockM);
+  }
+};
+
+// Where a task's dK / dV rows go: the outputs directly, or fp32 partials (GQA).
+struct KvSink {
+  float* dk_partial;  // (heads_q, total_k, d) or nullptr
+  float* dv_partial;
+
+  template <typename T>
+  void write(const Params& p, int64_t b, int64_t h, int64_t k_row0, int64_t cols, const float* dk,
+             const float* dv, int64_t dp) const {
+    const int64_t d = p.head_dim;
+    if (dk_partial == nullptr) {
+      store_rows<T>(p.dk, b, k_row0, cols, h, d, dk, dp, 1.f);
+      store_rows<T>(p.dv, b, k_row0, cols, h, d, dv, dp, 1.f);
+      return;
+    }
+    const int64_t packed_row0 = p.varlen() ? k_row0 : b * p.seqlen_k + k_row0;
+    for (int64_t j = 0; j < cols; ++j) {
+      float* pk = dk_partial + (h * p.total_k + packed_row0 + j) * d;
+      float* pv = dv_partial + (h * p.total_k + packed_row0 + j) * d;
+      for (int64_t c = 0; c < d; ++c) {
+        pk[c] = dk[j * dp + c];
+        pv[c] = dv[j * dp + c];
+      }
+    }
+  }
+};
+
+template <typename T>
+void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink, int64_t b,
+                   int64_t h) {
+  const SeqInfo sq = p.seq(b);
+  const int64_t d = p.head_dim, dp = pad_cols(d);
+  const int64_t hk = h / p.group();
+  const int64_t kv_head_out = sink.dk_partial ? h : hk;  // partials are per query head
+  const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
+  const Logit<float> logit{p.softcap, p.alibi_slope(b, h), sq.len_k - sq.len_q};
+  const bool transform = p.softcap > 0.f || logit.alibi_slope != 0.f;
+  const bool softcap = p.softcap > 0.f;
+  const bool dropout = p.dropout_p > 0.f;
+  const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
+  const uint32_t bh = uint32_t(b * p.heads_q + h);
+
+  // D_i = rowsum(dO_i * O_i), from the stored (rounded) output as FlashAttention does.
+  for (int64_t i = 0; i < sq.len_q; ++i) {
+    const T* o = p.out.at<T>(b, sq.q_start + i, h);
+    const T* g = p.dout.at<T>(b, sq.q_start + i, h);
+    float acc = 0.f;
+    for (int64_t c = 0; c < d; ++c) acc += to_float(o[c]) * to_float(g[c]);
+    w.delta[i] = acc;
+  }
+  std::fill(w.dq_acc, w.dq_acc + pad_rows(sq.len_q) * dp, 0.f);
+
+  for (int64_t n0 = 0; n0 < sq.len_k; n0 += kBlockN) {
+    const int64_t cols = std::min(kBlockN, sq.len_k - n0);
+    std::fill(w.dk, w.dk + kBlockN * dp, 0.f);
+    std::fill(w.dv, w.dv + kBlockN * dp, 0.f);
+    const int64_t row_begin = vis.row_begin(n0, sq.len_q);
+    const int64_t row_end = vis.row_end(n0 + cols, sq.len_q);
+    if (row_begin < row_end) {
+      load_tile<T>(p.k, b, sq.k_start + n0, cols, kBlockN, hk, d, 1.f, w.k, dp);
+      transpose(kBlockN, dp, w.k, dp, w.kt, kBlockN);
+      load_tile_t<T>(p.v, b, sq.k_start + n0, cols, kBlockN, hk, d, dp, w.vt, kBlockN);
+    }
+    for (int64_t m0 = row_begin / kBlockM * kBlockM; m0 < row_end; m0 += kBlockM) {
+      const int64_t rows = std::min(kBlockM, sq.len_q - m0);
+      const int64_t rows_pad = pad_rows(rows);
+      load_tile<T>(p.q, b, sq.q_start + m0, rows, rows_pad, h, d, p.softmax_scale, w.q, dp);
+      load_tile<T>(p.dout, b, sq.q_start + m0, rows, rows_pad, h, d, 1.f, w.dout, dp);
+      for (int64_t r = 0; r < rows_pad; ++r)
+        w.lse[r] = r < rows ? p.lse.at(b, h, sq.q_start + m0 + r) : kNegInf;
+
+      // S (rows_pad, kBlockN) = (scale Q) Kᵀ, then logits and P = exp(logit - lse).
+      gemm(rows_pad, kBlockN, dp, w.q, dp, w.kt, kBlockN, w.p, kBlockN, false);
+      if (transform)
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < cols; ++j) {
+            float* s = w.p + r * kBlockN + j;
+            *s = logit(*s, m0 + r, n0 + j, w.slope + r * kBlockN + j);
+          }
+      const bool masked = cols < kBlockN || rows < kBlockM ||
+                          !vis.block_unmasked(m0, m0 + rows, n0, n0 + cols);
+      for (int64_t r = 0; r < rows_pad; ++r) {
+        float* s = w.p + r * kBlockN;
+        // A row with no visible key (lse = -inf) has P = 0: use 0 so that exp gives 0, not NaN.
+        const float lse_log2 = w.lse[r] == kNegInf ? 0.f : w.lse[r] * kLog2e;
+        const bool row_empty = w.lse[r] == kNegInf;
+        if (masked)
+          for (int64_t j = 0; j < kBlockN; ++j)
+            if (row_empty || j >= cols || !vis.visible(m0 + r, n0 + j)) s[j] = kNegInf;
+#pragma omp simd
+        for (int64_t j = 0; j < kBlockN; ++j) s[j] = exp2_approx(s[j] * kLog2e - lse_log2);
+        if (row_empty) std::fill(s, s + kBlockN, 0.f);
+      }
+      // The forward's P·V saw P * keep: regenerate the keep-mask (the forward stored none).
+      if (dropout) {
+        std::fill(w.keep, w.keep + rows_pad * kBlockN, 0.f);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < cols; j += 4) {
+            const Philox4 bits = drop.words(bh, uint32_t(m0 + r), uint32_t((n0 + j) >> 2));
+            for (int64_t t = 0; t < 4 && j + t < cols; ++t)
+              w.keep[r * kBlockN + j + t] = drop.keep(bits.x[t]) ? drop.keep_scale : 0.f;
+          }
+        for (int64_t r = 0; r < rows_pad; ++r)
+          for (int64_t j = 0; j < kBlockN; ++j)
+            w.tr[j * kBlockM + r] = w.p[r * kBlockN + j] * w.keep[r * kBlockN + j];
+      } else {
+        transpose(rows_pad, kBlockN, w.p, kBlockN, w.tr, kBlockM);
+      }
+
+      // dV (kBlockN, dp) += (P * keep)ᵀ dO
+      gemm(kBlockN, dp, rows_pad, w.tr, kBlockM, w.dout, dp, w.dv, dp, true);
+      // dP (rows_pad, kBlockN) = dO Vᵀ
+      gemm(rows_pad, kBlockN, dp, w.dout, dp, w.vt, kBlockN, w.ds, kBlockN, false);
+      // dS = P * (dP * keep - D) * d logit/dx   (x = scale q·k)
+      for (int64_t r = 0; r < rows_pad; ++r) {
+        const float dr = r < rows ? w.delta[m0 + r] : 0.f;
+        float* ds = w.ds + r * kBlockN;
+        const float* pr = w.p + r * kBlockN;
+        if (dropout) {
+          const float* keep = w.keep + r * kBlockN;
+#pragma omp simd
+          for (int64_t j = 0; j < kBlockN; ++j) ds[j] = pr[j] * (ds[j] * keep[j] - dr);
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < kBlockN; ++j) ds[j] = pr[j] * (ds[j] - dr);
+        }
+        if (softcap && r < rows) {
+          const float* sl = w.slope + r * kBlockN;
+          for (int64_t j = 0; j < cols; ++j) ds[j] *= sl[j];
+        }
+      }
+      // dQ (rows, dp) += dS K    (times softmax_scale when written)
+      gemm(rows_pad, dp, kBlockN, w.ds, kBlockN, w.k, dp, w.dq_acc + m0 * dp, dp, true);
+      // dK (kBlockN, dp) += dSᵀ (scale Q)   (times softmax_scale when written: x = scale q·k)
+      transpose(rows_pad, kBlockN, w.ds, kBlockN, w.tr, kBlockM);
+      gemm(kBlockN, dp, rows_pad, w.tr, kBlockM, w.q, dp, w.dk, dp, true);
+    }
+    sink.write<T>(p, b, kv_head_out, sq.k_start + n0, cols, w.dk, w.dv, dp);
+  }
+  store_rows<T>(p.dq, b, sq.q_start, sq.len_q, h, d, w.dq_acc, dp, p.softmax_scale);
+}
+
+// dK, dV of kv head hk = the sum of its group's per-query-head partials, in head order.
+template <typename T>
+void reduce_group_partials(const Params& p, const float* dk_partial, const float* dv_partial,
+                           int threads) {
+  const int64_t d = p.head_dim, g = p.group();
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t row = 0; row < p.total_k; ++row) {
+    // Packed row -> (batch, row in view) for View::at.
+    const int64_t b = p.varlen() ? 0 : row / p.seqlen_k;
+    const int64_t r = p.varlen() ? row : row % p.seqlen_k;
+    for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
+      T* dk = p.dk.at<T>(b, r, hk);
+      T* dv = p.dv.at<T>(b, r, hk);
+      for (int64_t c = 0; c < d; ++c) {
+        float sk = 0.f, sv = 0.f;
+        for (int64_t i = 0; i < g; ++i) {
+          sk += dk_partial[((hk * g + i) * p.total_k + row) * d + c];
+          sv += dv_partial[((hk * g + i) * p.total_k + row) * d + c];
+        }
+        dk[c] = convert<T>(sk);
+        dv[c] = convert<T>(sv);
+      }
+    }
+  }
+}
+
+template <typename T>
+void backward(const Params& p, void* workspace, size_t bytes, int threads) {
+  Arena shared(workspace, bytes);
+  KvSink sink{nullptr, nullptr};
+  if (p.group() > 1) {
+    sink.dk_partial = shared.floats(size_t(p.heads_q * p.total_k * p.head_dim));
+    sink.dv_partial = shared.floats(size_t(p.heads_q * p.total_k * p.head_dim));
+  }
+  const size_t shared_used = shared.used();
+  const size_t per_thread = backward_thread_bytes(p);
+  const int64_t tasks = p.batch * p.heads_q;
+#pragma omp parallel num_threads(threads)
+  {
+    Arena arena(workspace, bytes);
+    arena.skip(shared_used + per_thread * size_t(omp_get_thread_num()));
+    const BackwardScratch w(arena, pad_rows(p.seqlen_q), pad_cols(p.head_dim));
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < tasks; ++t) backward_head<T>(p, w, sink, t / p.heads_q, t % p.heads_q);
+  }
+  if (p.group() > 1) reduce_group_partials<T>(p, sink.dk_partial, sink.dv_partial, threads);
+}
+
+}  // namespace
+
+void flash_backward(const Params& p, void* workspace, size_t bytes, int threads) {
+  switch (p.dtype) {
+    case DType::F32: return backward<float>(p, workspace, bytes, threads);
+    case DType::F16: return backward<half_t>(p, workspace, bytes, threads);
+    case DType::BF16: return backward<bfloat16_t>(p, workspace, bytes, threads);
+    case DType::F64: break;
+  }
+}
+
+}  // namespace fa::cpu::FA_CPU_ISA

@@ -1,0 +1,162 @@
+// CPU FlashAttention forward: tiled Q·Kᵀ, online softmax in fp32, P·V, never materialising the
+// (seqlen_q x seqlen_k) score matrix. One task = (batch, head, block of kBlockM query rows);
+// OpenMP spreads tasks over threads, each with its own scratch carved from the workspace.
+//
+// Built once per instruction set (FA_CPU_ISA = generic / avx2).
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/mask.h"
+#include "common/philox.h"
+#include "cpu/scratch.h"
+#include "cpu/tile.h"
+
+namespace fa::cpu::FA_CPU_ISA {
+namespace {
+
+struct ForwardScratch {
+  float* q;   // (kBlockM, dp)   Q * softmax_scale
+  float* kt;  // (dp, kBlockN)   Kᵀ
+  float* v;   // (kBlockN, dp)
+  float* s;   // (kBlockM, kBlockN) logits, then probabilities
+  float* o;   // (kBlockM, dp)   unnormalised output accumulator
+  float* m;   // (kBlockM)       running row max of the logits
+  float* l;   // (kBlockM)       running row sum of exp(logit - m)
+
+  ForwardScratch(Arena& a, int64_t dp) {
+    q = a.floats(kBlockM * dp);
+    o = a.floats(kBlockM * dp);
+    kt = a.floats(dp * kBlockN);
+    v = a.floats(kBlockN * dp);
+    s = a.floats(kBlockM * kBlockN);
+    m = a.floats(kBlockM);
+    l = a.floats(kBlockM);
+  }
+};
+
+template <typename T>
+void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t h, int64_t row0) {
+  const SeqInfo sq = p.seq(b);
+  const int64_t rows = std::min(kBlockM, sq.len_q - row0);
+  const int64_t rows_pad = pad_rows(rows);
+  const int64_t d = p.head_dim, dp = pad_cols(d);
+  const int64_t hk = h / p.group();
+  const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
+  const Logit<float> logit{p.softcap, p.alibi_slope(b, h), sq.len_k - sq.len_q};
+  const bool transform = p.softcap > 0.f || logit.alibi_slope != 0.f;
+  const bool dropout = p.dropout_p > 0.f;
+  const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
+  const uint32_t bh = uint32_t(b * p.heads_q + h);
+
+  load_tile<T>(p.q, b, sq.q_start + row0, rows, rows_pad, h, d, p.softmax_scale, w.q, dp);
+  std::fill(w.o, w.o + rows_pad * dp, 0.f);
+  std::fill(w.m, w.m + rows_pad, kNegInf);
+  std::fill(w.l, w.l + rows_pad, 0.f);
+
+  // Only key tiles that some row of this block can see.
+  const int64_t key_begin = vis.key_begin(row0, sq.len_k);
+  const int64_t key_end = vis.key_end(row0 + rows, sq.len_k);
+  for (int64_t n0 = key_begin / kBlockN * kBlockN; n0 < key_end; n0 += kBlockN) {
+    const int64_t cols = std::min(kBlockN, sq.len_k - n0);
+    load_tile_t<T>(p.k, b, sq.k_start + n0, cols, kBlockN, hk, d, dp, w.kt, kBlockN);
+    load_tile<T>(p.v, b, sq.k_start + n0, cols, kBlockN, hk, d, 1.f, w.v, dp);
+
+    // S (rows_pad, kBlockN) = (scale Q) Kᵀ
+    gemm(rows_pad, kBlockN, dp, w.q, dp, w.kt, kBlockN, w.s, kBlockN, false);
+
+    if (transform)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < cols; ++j)
+          w.s[r * kBlockN + j] = logit(w.s[r * kBlockN + j], row0 + r, n0 + j);
+    // The common path (a full tile inside every row's window) carries no mask arithmetic.
+    const bool masked = cols < kBlockN || !vis.block_unmasked(row0, row0 + rows, n0, n0 + cols);
+    if (masked)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < kBlockN; ++j)
+          if (j >= cols || !vis.visible(row0 + r, n0 + j)) w.s[r * kBlockN + j] = kNegInf;
+
+    // Online softmax, row by row: rescale the running state only when the max moved.
+    for (int64_t r = 0; r < rows_pad; ++r) {
+      float* s = w.s + r * kBlockN;
+      if (r >= rows) {
+        std::fill(s, s + kBlockN, 0.f);
+        continue;
+      }
+      float tile_max = kNegInf;
+      for (int64_t j = 0; j < kBlockN; ++j) tile_max = std::max(tile_max, s[j]);
+      const float m_new = std::max(w.m[r], tile_max);
+      // A row that has seen no visible key yet keeps m = -inf; use 0 so exp gives 0, not NaN.
+      const float m_use = m_new == kNegInf ? 0.f : m_new;
+      const float m_use_log2 = m_use * kLog2e;
+      float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t j = 0; j < kBlockN; ++j) {
+        const float e = exp2_approx(s[j] * kLog2e - m_use_log2);
+        s[j] = e;
+        sum += e;
+      }
+      if (m_new != w.m[r]) {
+        const float alpha = exp2_approx(w.m[r] * kLog2e - m_use_log2);
+        w.l[r] *= alpha;
+        float* o = w.o + r * dp;
+        for (int64_t c = 0; c < dp; ++c) o[c] *= alpha;
+        w.m[r] = m_new;
+      }
+      w.l[r] += sum;
+      if (dropout) {  // l is the undropped normaliser; dropout acts on what P·V sees
+        for (int64_t j = 0; j < cols; j += 4) {
+          const Philox4 bits = drop.words(bh, uint32_t(row0 + r), uint32_t((n0 + j) >> 2));
+          for (int64_t t = 0; t < 4 && j + t < cols; ++t)
+            s[j + t] = drop.keep(bits.x[t]) ? s[j + t] * drop.keep_scale : 0.f;
+        }
+      }
+    }
+
+    // O (rows_pad, dp) += P V
+    gemm(rows_pad, dp, kBlockN, w.s, kBlockN, w.v, dp, w.o, dp, true);
+  }
+
+  // Normalise; a row with no visible key outputs 0 and lse = -inf.
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool empty = w.l[r] == 0.f;
+    const float inv = empty ? 0.f : 1.f / w.l[r];
+    float* o = w.o + r * dp;
+    for (int64_t c = 0; c < d; ++c) o[c] *= inv;
+    p.lse.at(b, h, sq.q_start + row0 + r) = empty ? kNegInf : w.m[r] + std::log(w.l[r]);
+  }
+  store_rows<T>(p.out, b, sq.q_start + row0, rows, h, d, w.o, dp, 1.f);
+}
+
+template <typename T>
+void forward(const Params& p, void* workspace, size_t bytes, int threads) {
+  const int64_t m_blocks = (p.seqlen_q + kBlockM - 1) / kBlockM;
+  const int64_t tasks = p.batch * p.heads_q * m_blocks;
+  const size_t per_thread = forward_thread_bytes(p);
+#pragma omp parallel num_threads(threads)
+  {
+    Arena arena(static_cast<char*>(workspace), bytes);
+    arena.skip(per_thread * size_t(omp_get_thread_num()));
+    const ForwardScratch w(arena, pad_cols(p.head_dim));
+    // Dynamic: causal and window blocks differ in cost by up to seqlen_k / kBlockN.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t mb = t % m_blocks, h = (t / m_blocks) % p.heads_q, b = t / (m_blocks * p.heads_q);
+      if (mb * kBlockM < p.seq(b).len_q) forward_block<T>(p, w, b, h, mb * kBlockM);
+    }
+  }
+}
+
+}  // namespace
+
+void flash_forward(const Params& p, void* workspace, size_t bytes, int threads) {
+  switch (p.dtype) {
+    case DType::F32: return forward<float>(p, workspace, bytes, threads);
+    case DType::F16: return forward<half_t>(p, workspace, bytes, threads);
+    case DType::BF16: return forward<bfloat16_t>(p, workspace, bytes, threads);
+    case DType::F64: break;
+  }
+}
+
+}  // namespace fa::cpu::FA_CPU_ISA

@@ -1,0 +1,216 @@
+#include "cpu/reference.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/mask.h"
+#include "common/philox.h"
+#include "cpu/scratch.h"
+
+namespace fa::cpu {
+namespace {
+
+double load(const View& v, int64_t b, int64_t row, int64_t h, int64_t c) {
+  switch (v.dtype) {
+    case DType::F32: return v.at<float>(b, row, h)[c];
+    case DType::F16: return to_float(v.at<half_t>(b, row, h)[c]);
+    case DType::BF16: return to_float(v.at<bfloat16_t>(b, row, h)[c]);
+    case DType::F64: return v.at<double>(b, row, h)[c];
+  }
+  return 0.0;
+}
+
+void store(const View& v, int64_t b, int64_t row, int64_t h, int64_t c, double x) {
+  switch (v.dtype) {
+    case DType::F32: v.at<float>(b, row, h)[c] = float(x); break;
+    case DType::F16: v.at<half_t>(b, row, h)[c] = to_half(float(x)); break;
+    case DType::BF16: v.at<bfloat16_t>(b, row, h)[c] = to_bf16(float(x)); break;
+    case DType::F64: v.at<double>(b, row, h)[c] = x; break;
+  }
+}
+
+// Round to the 16-bit input type (identity for fp32 inputs).
+float round_to(DType t, float x) {
+  switch (t) {
+    case DType::F16: return to_float(to_half(x));
+    case DType::BF16: return to_float(to_bf16(x));
+    default: return x;
+  }
+}
+
+// Dropout factor of every (row, key) of one (batch, head): 0 or 1 / (1 - p).
+template <typename Acc>
+Acc keep_factor(const DropoutStream& drop, uint32_t bh, int64_t i, int64_t j) {
+  return drop.keep(bh, uint32_t(i), uint32_t(j)) ? Acc(drop.keep_scale) : Acc(0);
+}
+
+// P (len_q, len_k) of one (batch, query head): normalised probabilities, 0 where masked, and
+// (optionally) d logit / d x for the backward. Returns nothing; lse_out[i] gets the row's LSE.
+template <typename Acc>
+void probabilities(const Params& p, int64_t b, int64_t h, Acc* P, Acc* dlogit, Acc* lse_out) {
+  const SeqInfo sq = p.seq(b);
+  const int64_t hk = h / p.group(), d = p.head_dim;
+  const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
+  const Logit<Acc> logit{Acc(p.softcap), Acc(p.alibi_slope(b, h)), sq.len_k - sq.len_q};
+  const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
+  std::vector<Acc> qrow(static_cast<size_t>(d));
+  for (int64_t i = 0; i < sq.len_q; ++i) {
+    for (int64_t c = 0; c < d; ++c) qrow[c] = Acc(load(p.q, b, sq.q_start + i, h, c));
+    Acc* s = P + i * sq.len_k;
+    Acc mx = neg_inf;
+    for (int64_t j = 0; j < sq.len_k; ++j) {
+      if (!vis.visible(i, j)) {
+        s[j] = neg_inf;
+        if (dlogit) dlogit[i * sq.len_k + j] = 0;
+        continue;
+      }
+      Acc dot = 0;
+      for (int64_t c = 0; c < d; ++c) dot += qrow[c] * Acc(load(p.k, b, sq.k_start + j, hk, c));
+      s[j] = logit(Acc(p.softmax_scale) * dot, i, j, dlogit ? dlogit + i * sq.len_k + j : nullptr);
+      mx = std::max(mx, s[j]);
+    }
+    if (mx == neg_inf) {  // no visible key
+      std::fill(s, s + sq.len_k, Acc(0));
+      lse_out[i] = neg_inf;
+      continue;
+    }
+    Acc sum = 0;
+    for (int64_t j = 0; j < sq.len_k; ++j) {
+      s[j] = s[j] == neg_inf ? Acc(0) : std::exp(s[j] - mx);
+      sum += s[j];
+    }
+    for (int64_t j = 0; j < sq.len_k; ++j) s[j] /= sum;
+    lse_out[i] = mx + std::log(sum);
+  }
+}
+
+int64_t matrix_elems(const Params& p) { return p.seqlen_q * p.seqlen_k; }
+
+// Scratch of one thread, block by block exactly as the loops below carve it (doubles at most).
+size_t doubles(int64_t n) { return Arena::block_bytes(size_t(n) * 2); }
+size_t ref_forward_thread_bytes(const Params& p) {
+  return doubles(matrix_elems(p)) + doubles(p.seqlen_q);  // P, lse
+}
+size_t ref_backward_thread_bytes(const Params& p) {
+  return 2 * doubles(matrix_elems(p))            // P, dS
+         + 2 * doubles(p.seqlen_k * p.head_dim)  // dK, dV accumulators
+         + doubles(p.seqlen_q) + doubles(p.seqlen_k);  // lse, a dP row
+}
+
+}  // namespace
+
+size_t reference_forward_workspace(const Params& p, int threads) {
+  return Arena::kAlign + size_t(threads) * ref_forward_thread_bytes(p);
+}
+
+size_t reference_backward_workspace(const Params& p, int threads) {
+  return Arena::kAlign + size_t(threads) * ref_backward_thread_bytes(p);
+}
+
+template <typename Acc>
+void reference_forward(const Params& p, void* workspace, size_t bytes, int threads,
+                       ReferenceOptions opts) {
+  const size_t per_thread = ref_forward_thread_bytes(p);
+  const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t t = 0; t < p.batch * p.heads_q; ++t) {
+    const int64_t b = t / p.heads_q, h = t % p.heads_q;
+    Arena arena(workspace, bytes);
+    arena.skip(per_thread * size_t(omp_get_thread_num()));
+    const SeqInfo sq = p.seq(b);
+    Acc* P = reinterpret_cast<Acc*>(arena.floats(size_t(matrix_elems(p)) * sizeof(Acc) / 4));
+    Acc* lse = reinterpret_cast<Acc*>(arena.floats(size_t(p.seqlen_q) * sizeof(Acc) / 4));
+    probabilities<Acc>(p, b, h, P, nullptr, lse);
+    const int64_t hk = h / p.group(), d = p.head_dim;
+    const uint32_t bh = uint32_t(b * p.heads_q + h);
+    for (int64_t i = 0; i < sq.len_q; ++i) {
+      Acc* prow = P + i * sq.len_k;
+      for (int64_t j = 0; j < sq.len_k; ++j) {
+        if (opts.round_p) prow[j] = Acc(round_to(p.dtype, float(prow[j])));
+        if (p.dropout_p > 0.f) prow[j] *= keep_factor<Acc>(drop, bh, i, j);
+      }
+      for (int64_t c = 0; c < d; ++c) {
+        Acc o = 0;
+        for (int64_t j = 0; j < sq.len_k; ++j)
+          if (prow[j] != Acc(0)) o += prow[j] * Acc(load(p.v, b, sq.k_start + j, hk, c));
+        store(p.out, b, sq.q_start + i, h, c, double(o));
+      }
+      p.lse.at(b, h, sq.q_start + i) = float(lse[i]);
+    }
+  }
+}
+
+template <typename Acc>
+void reference_backward(const Params& p, void* workspace, size_t bytes, int threads) {
+  const size_t per_thread = ref_backward_thread_bytes(p);
+  const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
+  const Acc scale = Acc(p.softmax_scale);
+  const int64_t d = p.head_dim;
+  // One task per (batch, kv head): it owns dK, dV of that head and dQ of its query heads.
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t t = 0; t < p.batch * p.heads_kv; ++t) {
+    const int64_t b = t / p.heads_kv, hk = t % p.heads_kv;
+    Arena arena(workspace, bytes);
+    arena.skip(per_thread * size_t(omp_get_thread_num()));
+    auto take = [&](int64_t n) { return reinterpret_cast<Acc*>(arena.floats(size_t(n) * sizeof(Acc) / 4)); };
+    const SeqInfo sq = p.seq(b);
+    Acc* P = take(matrix_elems(p));
+    Acc* G = take(matrix_elems(p));  // d logit / d x
+    Acc* dK = take(p.seqlen_k * d);
+    Acc* dV = take(p.seqlen_k * d);
+    Acc* lse = take(p.seqlen_q);
+    Acc* dP = take(p.seqlen_k);
+    std::fill(dK, dK + sq.len_k * d, Acc(0));
+    std::fill(dV, dV + sq.len_k * d, Acc(0));
+    for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h) {
+      probabilities<Acc>(p, b, h, P, G, lse);
+      const uint32_t bh = uint32_t(b * p.heads_q + h);
+      for (int64_t i = 0; i < sq.len_q; ++i) {
+        const Acc* prow = P + i * sq.len_k;
+        // dP_ij = (dO_i · V_j) * keep_ij;  D_i = Σ_j P_ij dP_ij
+        Acc D = 0;
+        for (int64_t j = 0; j < sq.len_k; ++j) {
+          dP[j] = 0;
+          if (prow[j] == Acc(0)) continue;
+          Acc dot = 0;
+          for (int64_t c = 0; c < d; ++c)
+            dot += Acc(load(p.dout, b, sq.q_start + i, h, c)) * Acc(load(p.v, b, sq.k_start + j, hk, c));
+          const Acc keep = p.dropout_p > 0.f ? keep_factor<Acc>(drop, bh, i, j) : Acc(1);
+          dP[j] = dot * keep;
+          D += prow[j] * dP[j];
+          // dV_j += P_ij keep_ij dO_i
+          for (int64_t c = 0; c < d; ++c)
+            dV[j * d + c] += prow[j] * keep * Acc(load(p.dout, b, sq.q_start + i, h, c));
+        }
+        // dS_ij = P_ij (dP_ij - D_i) d logit_ij;  x = scale q·k
+        for (int64_t c = 0; c < d; ++c) {
+          Acc dq = 0;
+          for (int64_t j = 0; j < sq.len_k; ++j) {
+            if (prow[j] == Acc(0)) continue;
+            const Acc ds = prow[j] * (dP[j] - D) * G[i * sq.len_k + j];
+            dq += ds * Acc(load(p.k, b, sq.k_start + j, hk, c));
+            dK[j * d + c] += scale * ds * Acc(load(p.q, b, sq.q_start + i, h, c));
+          }
+          store(p.dq, b, sq.q_start + i, h, c, double(scale * dq));
+        }
+      }
+    }
+    for (int64_t j = 0; j < sq.len_k; ++j)
+      for (int64_t c = 0; c < d; ++c) {
+        store(p.dk, b, sq.k_start + j, hk, c, double(dK[j * d + c]));
+        store(p.dv, b, sq.k_start + j, hk, c, double(dV[j * d + c]));
+      }
+  }
+}
+
+template void reference_forward<double>(const Params&, void*, size_t, int, ReferenceOptions);
+template void reference_forward<float>(const Params&, void*, size_t, int, ReferenceOptions);
+template void reference_backward<double>(const Params&, void*, size_t, int);
+template void reference_backward<float>(const Params&, void*, size_t, int);
+
+}  // namespace fa::cpu

@@ -1,0 +1,34 @@
+// The naive attention every other implementation is checked against: per (batch, head) it
+// materialises the (seqlen_q, seqlen_k) score matrix and computes in Acc (double for the oracle,
+// float for the "same-precision naive" baseline of FlashAttention's accuracy rule).
+#pragma once
+
+#include <cstddef>
+
+#include "api/params.h"
+
+namespace fa::cpu {
+
+struct ReferenceOptions {
+  // Round the normalised P to p.dtype before P·V, as a naive 16-bit implementation does.
+  bool round_p = false;
+};
+
+size_t reference_forward_workspace(const Params& p, int threads);
+size_t reference_backward_workspace(const Params& p, int threads);
+
+// Writes out and lse through p's views; out may have dtype F64 (the oracle's own output).
+template <typename Acc>
+void reference_forward(const Params& p, void* workspace, size_t bytes, int threads,
+                       ReferenceOptions opts = {});
+
+// Writes dq, dk, dv; recomputes everything from q, k, v, dout (ignores out and lse).
+template <typename Acc>
+void reference_backward(const Params& p, void* workspace, size_t bytes, int threads);
+
+extern template void reference_forward<double>(const Params&, void*, size_t, int, ReferenceOptions);
+extern template void reference_forward<float>(const Params&, void*, size_t, int, ReferenceOptions);
+extern template void reference_backward<double>(const Params&, void*, size_t, int);
+extern template void reference_backward<float>(const Params&, void*, size_t, int);
+
+}  // namespace fa::cpu

@@ -1,0 +1,92 @@
+// Tile sizes and per-thread scratch layout of the CPU flash backend, shared by the workspace
+// queries and every instruction-set build of the kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "api/params.h"
+
+namespace fa::cpu {
+
+// 64 x 64 tiles: at d = 64 each of Q, K, V, S and O is 16 KB, so a task's working set (~100 KB)
+// stays in a 512 KB L2 with room for the next tile; at d = 256 it is ~330 KB, still in L2.
+constexpr int64_t kBlockM = 64;  // query rows per task
+constexpr int64_t kBlockN = 64;  // keys per step of the inner loop
+// Tiles are padded to the GEMM micro-kernel's 16 columns (see tile.h).
+constexpr int64_t kPadCols = 16;
+constexpr int64_t kPadRows = 4;
+
+constexpr int64_t pad_cols(int64_t x) { return (x + kPadCols - 1) / kPadCols * kPadCols; }
+constexpr int64_t pad_rows(int64_t x) { return (x + kPadRows - 1) / kPadRows * kPadRows; }
+
+// Bump allocator over a caller-provided buffer; blocks are cache-line aligned.
+class Arena {
+ public:
+  static constexpr size_t kAlign = 64;
+  static constexpr size_t block_bytes(size_t n_floats) {
+    return (n_floats * sizeof(float) + kAlign - 1) / kAlign * kAlign;
+  }
+  Arena(void* base, size_t bytes) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(base);
+    const uintptr_t aligned = (p + kAlign - 1) / kAlign * kAlign;
+    base_ = reinterpret_cast<char*>(aligned);
+    size_ = bytes >= aligned - p ? bytes - (aligned - p) : 0;
+  }
+  float* floats(size_t n) {
+    float* out = reinterpret_cast<float*>(base_ + used_);
+    used_ += block_bytes(n);
+    return out;
+  }
+  void skip(size_t bytes) { used_ += bytes; }
+  size_t used() const { return used_; }
+  size_t size() const { return size_; }
+
+ private:
+  char* base_ = nullptr;
+  size_t size_ = 0;
+  size_t used_ = 0;
+};
+
+// Per-thread scratch of the forward: Q, Kt, V, S/P, O tiles and the row statistics m, l.
+inline size_t forward_thread_bytes(const Params& p) {
+  const size_t dp = size_t(pad_cols(p.head_dim));
+  return Arena::block_bytes(kBlockM * dp) * 2       // Q, O
+         + Arena::block_bytes(dp * kBlockN) * 2     // Kt, V
+         + Arena::block_bytes(kBlockM * kBlockN)    // S, then P
+         + Arena::block_bytes(kBlockM) * 2;         // m, l
+}
+
+// Per-thread scratch of the backward: the dQ accumulator of a whole (batch, head) sequence, D,
+// and the tiles of one (query block, key block) step.
+inline size_t backward_thread_bytes(const Params& p) {
+  const size_t dp = size_t(pad_cols(p.head_dim));
+  const size_t rows = size_t(pad_rows(p.seqlen_q));
+  return Arena::block_bytes(rows * dp)              // dQ accumulator
+         + Arena::block_bytes(rows)                 // D = rowsum(dO * O)
+         + Arena::block_bytes(kBlockN * dp) * 3     // K, dK, dV
+         + Arena::block_bytes(dp * kBlockN) * 2     // Kt, Vt
+         + Arena::block_bytes(kBlockM * dp) * 2     // Q (scaled), dO
+         + Arena::block_bytes(kBlockM * kBlockN) * 4  // S->P, P dropped, dP->dS, softcap slope
+         + Arena::block_bytes(kBlockN * kBlockM)    // a transposed (key, query) tile
+         + Arena::block_bytes(kBlockM);             // lse of the block
+}
+
+// Shared by all threads of the backward under GQA: per-query-head dK and dV partial sums, fp32,
+// (heads_q, total_k, head_dim) each, summed over each kv head's group in a fixed order.
+inline size_t backward_shared_bytes(const Params& p) {
+  if (p.group() == 1) return 0;
+  return Arena::block_bytes(size_t(p.heads_q * p.total_k * p.head_dim)) * 2;
+}
+
+// Entry points of one instruction-set build (flash_fwd.cpp / flash_bwd.cpp).
+#define FA_DECLARE_CPU_FLASH(isa)                                                 \
+  namespace isa {                                                                 \
+  void flash_forward(const Params& p, void* workspace, size_t bytes, int threads);  \
+  void flash_backward(const Params& p, void* workspace, size_t bytes, int threads); \
+  }
+FA_DECLARE_CPU_FLASH(generic)
+FA_DECLARE_CPU_FLASH(avx2)
+#undef FA_DECLARE_CPU_FLASH
+
+}  // namespace fa::cpu

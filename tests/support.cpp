@@ -1,0 +1,312 @@
+#include "support.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+#include "api/validate.h"
+#include "common/dtype.h"
+#include "cpu/reference.h"
+
+namespace fa::test {
+
+HostTensor::HostTensor(fa_dtype dtype, std::vector<int64_t> shape, std::vector<int> order,
+                       int64_t pad)
+    : dtype_(dtype), shape_(std::move(shape)) {
+  const int r = int(shape_.size());
+  if (order.empty()) {
+    order.resize(size_t(r));
+    std::iota(order.begin(), order.end(), 0);
+  }
+  strides_.assign(size_t(r), 0);
+  int64_t running = 1;
+  for (int i = r - 1; i >= 0; --i) {
+    const int dim = order[size_t(i)];
+    strides_[size_t(dim)] = running;
+    running *= shape_[size_t(dim)] + (i == r - 1 ? pad : 0);
+  }
+  storage_elems_ = running;
+  storage_.reset(new unsigned char[size_t(std::max<int64_t>(running, 1) * elem_size())]);
+  std::memset(storage_.get(), 0, size_t(std::max<int64_t>(running, 1) * elem_size()));
+}
+
+fa::Tensor HostTensor::view() const {
+  fa::Tensor t;
+  t.raw.data = storage_.get();
+  t.raw.dtype = dtype_;
+  t.raw.rank = int32_t(shape_.size());
+  t.raw.device = fa::cpu_device();
+  for (size_t i = 0; i < shape_.size(); ++i) {
+    t.raw.shape[i] = shape_[i];
+    t.raw.stride[i] = strides_[i];
+  }
+  return t;
+}
+
+int64_t HostTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t s : shape_) n *= s;
+  return n;
+}
+
+int64_t HostTensor::elem_size() const {
+  return dtype_ == FA_DTYPE_FP16 || dtype_ == FA_DTYPE_BF16 ? 2 : 4;
+}
+
+int64_t HostTensor::offset(int64_t flat) const {
+  int64_t off = 0;
+  for (int i = int(shape_.size()) - 1; i >= 0; --i) {
+    off += (flat % shape_[size_t(i)]) * strides_[size_t(i)];
+    flat /= shape_[size_t(i)];
+  }
+  return off;
+}
+
+double HostTensor::get(int64_t flat) const {
+  const unsigned char* p = storage_.get() + offset(flat) * elem_size();
+  switch (dtype_) {
+    case FA_DTYPE_FP16: { half_t h; std::memcpy(&h, p, 2); return to_float(h); }
+    case FA_DTYPE_BF16: { bfloat16_t h; std::memcpy(&h, p, 2); return to_float(h); }
+    case FA_DTYPE_INT32: { int32_t i; std::memcpy(&i, p, 4); return i; }
+    default: { float f; std::memcpy(&f, p, 4); return f; }
+  }
+}
+
+void HostTensor::set(int64_t flat, double x) {
+  unsigned char* p = storage_.get() + offset(flat) * elem_size();
+  switch (dtype_) {
+    case FA_DTYPE_FP16: { const half_t h = to_half(float(x)); std::memcpy(p, &h, 2); break; }
+    case FA_DTYPE_BF16: { const bfloat16_t h = to_bf16(float(x)); std::memcpy(p, &h, 2); break; }
+    case FA_DTYPE_INT32: { const int32_t i = int32_t(x); std::memcpy(p, &i, 4); break; }
+    default: { const float f = float(x); std::memcpy(p, &f, 4); break; }
+  }
+}
+
+void HostTensor::fill_normal(std::mt19937_64& rng, double stddev) {
+  std::normal_distribution<double> dist(0.0, stddev);
+  for (int64_t i = 0; i < numel(); ++i) set(i, dist(rng));
+}
+
+void HostTensor::poison() {
+  std::memset(storage_.get(), 0xFF, size_t(std::max<int64_t>(storage_elems_, 1) * elem_size()));
+}
+
+bool HostTensor::bytes_equal(const HostTensor& o) const {
+  return storage_elems_ == o.storage_elems_ && elem_size() == o.elem_size() &&
+         std::memcmp(storage_.get(), o.storage_.get(), size_t(storage_elems_ * elem_size())) == 0;
+}
+
+std::string Case::name() const {
+  std::ostringstream os;
+  const char* dt = dtype == FA_DTYPE_FP16 ? "fp16" : dtype == FA_DTYPE_BF16 ? "bf16" : "fp32";
+  os << dt << "_b" << batch << "_h" << heads_q << "x" << heads_kv << "_s" << seqlen_q << "x"
+     << seqlen_k << "_d" << head_dim;
+  if (causal) os << "_causal";
+  if (window_left >= 0 || window_right >= 0) os << "_win" << window_left << "," << window_right;
+  if (softcap > 0) os << "_softcap" << softcap;
+  if (alibi) os << "_alibi";
+  if (dropout_p > 0) os << "_drop" << dropout_p;
+  if (varlen()) os << "_varlen";
+  if (strided) os << "_strided";
+  return os.str();
+}
+
+Problem::Problem(const Case& cs) : c(cs) {
+  std::mt19937_64 rng(c.seed * 0x9E3779B97F4A7C15ull + 12345);
+  const int64_t hq = c.heads_q, hk = c.heads_kv, d = c.head_dim;
+  std::vector<int> order4, order3;
+  int64_t pad = 0;
+  if (c.strided) {
+    order4 = {0, 2, 1, 3};  // (batch, heads, seq, dim) in memory
+    order3 = {1, 0, 2};     // (heads, tokens, dim)
+    pad = 3;
+  }
+  if (c.varlen()) {
+    std::vector<int32_t> cq{0}, ck{0};
+    for (size_t i = 0; i < c.lens_q.size(); ++i) {
+      cq.push_back(cq.back() + c.lens_q[i]);
+      ck.push_back(ck.back() + c.lens_k[i]);
+      max_q = std::max<int64_t>(max_q, c.lens_q[i]);
+      max_k = std::max<int64_t>(max_k, c.lens_k[i]);
+    }
+    total_q = cq.back();
+    total_k = ck.back();
+    const int64_t nb = int64_t(c.lens_q.size());
+    cu_q = HostTensor(FA_DTYPE_INT32, {nb + 1});
+    cu_k = HostTensor(FA_DTYPE_INT32, {nb + 1});
+    for (int64_t i = 0; i <= nb; ++i) {
+      cu_q.set(i, cq[size_t(i)]);
+      cu_k.set(i, ck[size_t(i)]);
+    }
+    q = HostTensor(c.dtype, {total_q, hq, d}, order3, pad);
+    k = HostTensor(c.dtype, {total_k, hk, d}, order3, pad);
+    lse = HostTensor(FA_DTYPE_FP32, {hq, total_q}, {}, c.strided ? 2 : 0);
+  } else {
+    max_q = c.seqlen_q;
+    max_k = c.seqlen_k;
+    total_q = c.batch * c.seqlen_q;
+    total_k = c.batch * c.seqlen_k;
+    q = HostTensor(c.dtype, {c.batch, c.seqlen_q, hq, d}, order4, pad);
+    k = HostTensor(c.dtype, {c.batch, c.seqlen_k, hk, d}, order4, pad);
+    lse = HostTensor(FA_DTYPE_FP32, {c.batch, hq, c.seqlen_q}, {}, c.strided ? 2 : 0);
+  }
+  v = HostTensor(c.dtype, k.shape(), c.strided ? (c.varlen() ? order3 : order4) : std::vector<int>{}, pad);
+  out = HostTensor(c.dtype, q.shape(), c.strided ? (c.varlen() ? order3 : order4) : std::vector<int>{}, pad);
+  dout = HostTensor(c.dtype, q.shape());
+  dq = HostTensor(c.dtype, q.shape(), c.strided ? (c.varlen() ? order3 : order4) : std::vector<int>{}, pad);
+  dk = HostTensor(c.dtype, k.shape());
+  dv = HostTensor(c.dtype, k.shape());
+  q.fill_normal(rng, c.input_scale);
+  k.fill_normal(rng, c.input_scale);
+  v.fill_normal(rng);
+  dout.fill_normal(rng);
+  if (c.alibi) {
+    const int64_t nb = c.varlen() ? int64_t(c.lens_q.size()) : c.batch;
+    // Per-batch slopes when the seed is odd, else one vector: both layouts get exercised.
+    alibi = (c.seed % 2) ? HostTensor(FA_DTYPE_FP32, {nb, hq}) : HostTensor(FA_DTYPE_FP32, {hq});
+    std::uniform_real_distribution<double> u(0.05, 1.0);
+    for (int64_t i = 0; i < alibi.numel(); ++i) alibi.set(i, u(rng));
+  }
+  poison_outputs();
+}
+
+void Problem::poison_outputs() {
+  out.poison();
+  lse.poison();
+  dq.poison();
+  dk.poison();
+  dv.poison();
+}
+
+fa_params Problem::params(fa_backend backend, bool with_grads) const {
+  fa::Options o;
+  o.backend = backend;
+  o.softmax_scale = c.softmax_scale;
+  o.causal = c.causal;
+  o.window_left = c.window_left;
+  o.window_right = c.window_right;
+  o.softcap = c.softcap;
+  if (c.alibi) o.alibi_slopes = alibi.view();
+  o.dropout_p = c.dropout_p;
+  o.seed = 0x1234567890abcdefull ^ c.seed;
+  o.offset = 977 * c.seed;
+  if (c.varlen()) {
+    o.cu_seqlens_q = cu_q.view();
+    o.cu_seqlens_k = cu_k.view();
+    o.max_seqlen_q = max_q;
+    o.max_seqlen_k = max_k;
+  }
+  fa_params p = fa::make_params(q.view(), k.view(), v.view(), out.view(), lse.view(), o);
+  if (with_grads) {
+    p.dout = dout.view().raw;
+    p.dq = dq.view().raw;
+    p.dk = dk.view().raw;
+    p.dv = dv.view().raw;
+  }
+  return p;
+}
+
+namespace {
+View dense_view(std::vector<double>& buf, const Problem& pr, int64_t rows, int64_t heads,
+                int64_t seqlen) {
+  View v;
+  v.data = buf.data();
+  v.dtype = DType::F64;
+  v.stride_h = pr.c.head_dim;
+  v.stride_s = heads * pr.c.head_dim;
+  v.stride_b = pr.c.varlen() ? 0 : seqlen * heads * pr.c.head_dim;
+  (void)rows;
+  return v;
+}
+}  // namespace
+
+Dense reference(const Problem& pr, bool use_float, bool grads) {
+  const fa_params fp = pr.params(FA_BACKEND_REFERENCE, grads);
+  Params p = grads ? validate_backward(&fp) : validate_forward(&fp);
+  const int64_t hq = pr.c.heads_q, hk = pr.c.heads_kv, d = pr.c.head_dim;
+  Dense r;
+  r.out.assign(size_t(pr.total_q * hq * d), 0.0);
+  std::vector<float> lse(size_t(pr.total_q * hq));
+  p.out = dense_view(r.out, pr, pr.total_q, hq, p.seqlen_q);
+  p.lse.data = lse.data();
+  p.lse.stride_s = 1;
+  p.lse.stride_h = pr.c.varlen() ? pr.total_q : p.seqlen_q;
+  p.lse.stride_b = pr.c.varlen() ? 0 : hq * p.seqlen_q;
+  const int threads = omp_get_max_threads();
+  std::vector<unsigned char> ws(cpu::reference_forward_workspace(p, threads));
+  if (use_float) {
+    cpu::ReferenceOptions opts;
+    cpu::reference_forward<float>(p, ws.data(), ws.size(), threads, opts);
+  } else {
+    cpu::reference_forward<double>(p, ws.data(), ws.size(), threads);
+  }
+  r.lse.assign(lse.begin(), lse.end());
+  if (grads) {
+    r.dq.assign(size_t(pr.total_q * hq * d), 0.0);
+    r.dk.assign(size_t(pr.total_k * hk * d), 0.0);
+    r.dv.assign(size_t(pr.total_k * hk * d), 0.0);
+    p.dq = dense_view(r.dq, pr, pr.total_q, hq, p.seqlen_q);
+    p.dk = dense_view(r.dk, pr, pr.total_k, hk, p.seqlen_k);
+    p.dv = dense_view(r.dv, pr, pr.total_k, hk, p.seqlen_k);
+    std::vector<unsigned char> wsb(cpu::reference_backward_workspace(p, threads));
+    if (use_float)
+      cpu::reference_backward<float>(p, wsb.data(), wsb.size(), threads);
+    else
+      cpu::reference_backward<double>(p, wsb.data(), wsb.size(), threads);
+  }
+  return r;
+}
+
+Dense outputs(const Problem& pr, bool grads) {
+  auto all = [](const HostTensor& t) {
+    std::vector<double> v(size_t(t.numel()));
+    for (int64_t i = 0; i < t.numel(); ++i) v[size_t(i)] = t.get(i);
+    return v;
+  };
+  Dense r;
+  r.out = all(pr.out);
+  r.lse = all(pr.lse);
+  if (grads) {
+    r.dq = all(pr.dq);
+    r.dk = all(pr.dk);
+    r.dv = all(pr.dv);
+  }
+  return r;
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i]) continue;
+    const double d = std::fabs(a[i] - b[i]);
+    if (!(d <= std::numeric_limits<double>::max())) return std::numeric_limits<double>::infinity();
+    m = std::max(m, d);
+  }
+  return m;
+}
+
+double max_abs(const std::vector<double>& a) {
+  double m = 0;
+  for (double x : a)
+    if (std::isfinite(x)) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+void run_forward(Problem& pr, fa_backend backend) {
+  const fa_params p = pr.params(backend, false);
+  fa::HostWorkspace ws(fa::forward_workspace_size(p));
+  fa::forward(p, ws.data(), ws.size());
+}
+
+void run_backward(Problem& pr, fa_backend backend) {
+  const fa_params p = pr.params(backend, true);
+  fa::HostWorkspace ws(fa::backward_workspace_size(p));
+  fa::backward(p, ws.data(), ws.size());
+}
+
+}  // namespace fa::test

@@ -1,0 +1,96 @@
+// Test support: owning host tensors in any dtype and layout, attention problems built from a
+// Case description, the fp64 oracle and the same-precision naive baseline, error metrics.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "api/params.h"
+#include "flashattn/flashattn.h"
+#include "flashattn/flashattn.hpp"
+
+namespace fa::test {
+
+// An owning tensor. Memory order may differ from the logical (dim0, dim1, dim2, dim3) order:
+// `order` lists the dims from outermost to innermost in memory (the last must be the last dim),
+// and `pad` adds unused elements after each innermost row, so strides are genuinely arbitrary.
+class HostTensor {
+ public:
+  HostTensor() = default;
+  HostTensor(fa_dtype dtype, std::vector<int64_t> shape, std::vector<int> order = {},
+             int64_t pad = 0);
+
+  fa::Tensor view() const;
+  int64_t numel() const;
+  int64_t elem_size() const;
+  // Logical flat index (row-major over shape) -> element offset in storage.
+  int64_t offset(int64_t flat) const;
+  double get(int64_t flat) const;
+  void set(int64_t flat, double x);
+  void fill_normal(std::mt19937_64& rng, double stddev = 1.0);
+  void poison();  // every byte of storage set to NaN patterns (0xFF)
+  bool bytes_equal(const HostTensor& other) const;
+  void* data() const { return storage_.get(); }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  const std::vector<int64_t>& strides() const { return strides_; }
+  fa_dtype dtype() const { return dtype_; }
+
+ private:
+  fa_dtype dtype_ = FA_DTYPE_FP32;
+  std::vector<int64_t> shape_, strides_;
+  int64_t storage_elems_ = 0;
+  std::shared_ptr<unsigned char[]> storage_;
+};
+
+struct Case {
+  fa_dtype dtype = FA_DTYPE_FP32;
+  int64_t batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_k = 1, head_dim = 8;
+  bool causal = false;
+  int32_t window_left = -1, window_right = -1;
+  float softcap = 0.f;
+  bool alibi = false;
+  float dropout_p = 0.f;
+  float softmax_scale = 0.f;
+  std::vector<int32_t> lens_q, lens_k;  // non-empty: packed variable-length batch
+  bool strided = false;                 // (batch, heads, seq, dim) memory order plus padding
+  double input_scale = 1.0;             // stddev of q, k (v, dout stay at 1)
+  uint64_t seed = 1;
+
+  bool varlen() const { return !lens_q.empty(); }
+  std::string name() const;
+};
+
+// Tensors of one attention call, filled with fresh random values; outputs poisoned.
+struct Problem {
+  Case c;
+  HostTensor q, k, v, out, lse, dout, dq, dk, dv, cu_q, cu_k, alibi;
+  int64_t total_q = 0, total_k = 0, max_q = 0, max_k = 0;
+
+  explicit Problem(const Case& c);
+  fa_params params(fa_backend backend = FA_BACKEND_AUTO, bool with_grads = false) const;
+  void poison_outputs();
+};
+
+// Dense results in double: out/dq (rows, heads_q, d), dk/dv (rows, heads_kv, d), lse (heads_q, rows).
+struct Dense {
+  std::vector<double> out, lse, dq, dk, dv;
+};
+
+// fp64 oracle (Acc = double) or the naive same-precision baseline (Acc = float, P rounded to the
+// input dtype). `grads` also runs the backward with the problem's dout.
+Dense reference(const Problem& pr, bool use_float, bool grads);
+// The problem's own outputs as Dense.
+Dense outputs(const Problem& pr, bool grads);
+
+// max |a - b| over entries; entries equal in value (both -inf included) count 0; a NaN counts inf.
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
+double max_abs(const std::vector<double>& a);
+
+// Runs the public forward (and backward) on the problem with the given backend.
+void run_forward(Problem& pr, fa_backend backend);
+void run_backward(Problem& pr, fa_backend backend);
+
+}  // namespace fa::test
