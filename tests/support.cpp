@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -112,7 +113,10 @@ std::string Case::name() const {
   if (dropout_p > 0) os << "_drop" << dropout_p;
   if (varlen()) os << "_varlen";
   if (strided) os << "_strided";
-  return os.str();
+  std::string s = os.str();  // a valid GoogleTest name: letters, digits, underscores
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
 }
 
 Problem::Problem(const Case& cs) : c(cs) {
@@ -211,6 +215,14 @@ fa_params Problem::params(fa_backend backend, bool with_grads) const {
 }
 
 namespace {
+double round_to_dtype(fa_dtype t, double x) {
+  switch (t) {
+    case FA_DTYPE_FP16: return to_float(to_half(float(x)));
+    case FA_DTYPE_BF16: return to_float(to_bf16(float(x)));
+    default: return float(x);
+  }
+}
+
 View dense_view(std::vector<double>& buf, const Problem& pr, int64_t rows, int64_t heads,
                 int64_t seqlen) {
   View v;
@@ -245,6 +257,8 @@ Dense reference(const Problem& pr, bool use_float, bool grads) {
     cpu::reference_forward<double>(p, ws.data(), ws.size(), threads);
   }
   r.lse.assign(lse.begin(), lse.end());
+  if (use_float)  // a same-precision implementation stores its output in the tensors' dtype
+    for (double& x : r.out) x = round_to_dtype(pr.c.dtype, x);
   if (grads) {
     r.dq.assign(size_t(pr.total_q * hq * d), 0.0);
     r.dk.assign(size_t(pr.total_k * hk * d), 0.0);
@@ -253,10 +267,18 @@ Dense reference(const Problem& pr, bool use_float, bool grads) {
     p.dk = dense_view(r.dk, pr, pr.total_k, hk, p.seqlen_k);
     p.dv = dense_view(r.dv, pr, pr.total_k, hk, p.seqlen_k);
     std::vector<unsigned char> wsb(cpu::reference_backward_workspace(p, threads));
-    if (use_float)
-      cpu::reference_backward<float>(p, wsb.data(), wsb.size(), threads);
-    else
+    if (use_float) {
+      // Its backward reads that stored output for D = rowsum(dO * O), as FlashAttention's does.
+      cpu::ReferenceOptions opts;
+      opts.stored_out_delta = true;
+      cpu::reference_backward<float>(p, wsb.data(), wsb.size(), threads, opts);
+    } else {
       cpu::reference_backward<double>(p, wsb.data(), wsb.size(), threads);
+    }
+  }
+  if (use_float) {
+    for (auto* v : {&r.dq, &r.dk, &r.dv})
+      for (double& x : *v) x = round_to_dtype(pr.c.dtype, x);
   }
   return r;
 }

@@ -138,7 +138,12 @@ Params validate_common(const fa_params* p) {
   if (p->backend < FA_BACKEND_AUTO || p->backend > FA_BACKEND_VANILLA)
     fail(FA_ERROR_BACKEND, "params.backend=", p->backend, " is not an fa_backend value");
 
+  // Both cu_seqlens or neither, before q: with only one given, the tensors' rank is ambiguous.
   const bool packed = p->cu_seqlens_q.data != nullptr || p->cu_seqlens_k.data != nullptr;
+  if (packed && p->cu_seqlens_q.data == nullptr)
+    fail(FA_ERROR_NULL_POINTER, "cu_seqlens_q.data is NULL while cu_seqlens_k is given");
+  if (packed && p->cu_seqlens_k.data == nullptr)
+    fail(FA_ERROR_NULL_POINTER, "cu_seqlens_k.data is NULL while cu_seqlens_q is given");
   const int rank = packed ? 3 : 4;
 
   // q first: every other tensor is checked against it.
@@ -195,16 +200,15 @@ Params validate_common(const fa_params* p) {
   r.head_dim = d;
 
   if (packed) {
-    if (p->cu_seqlens_q.data == nullptr)
-      fail(FA_ERROR_NULL_POINTER, "cu_seqlens_q.data is NULL while cu_seqlens_k is given");
-    if (p->cu_seqlens_k.data == nullptr)
-      fail(FA_ERROR_NULL_POINTER, "cu_seqlens_k.data is NULL while cu_seqlens_q is given");
     for (const auto& [t, name] :
          {std::pair{&p->cu_seqlens_q, "cu_seqlens_q"}, std::pair{&p->cu_seqlens_k, "cu_seqlens_k"}}) {
       check_tensor(*t, name, 1, false);
       check_dtype_is(*t, name, FA_DTYPE_INT32);
       check_device(*t, name, dev);
       check_alignment(*t, name, 4);
+      // Before the values are read below: a wider stride would read past the tensor.
+      if (t->stride[0] != 1)
+        fail(FA_ERROR_STRIDE, name, ".stride[0]=", t->stride[0], " must be 1");
       if (t->shape[0] < 2)
         fail(FA_ERROR_CU_SEQLENS, name, ".shape[0]=", t->shape[0],
              " must be batch + 1 >= 2");
@@ -227,9 +231,6 @@ Params validate_common(const fa_params* p) {
       check_cu_seqlens(p->cu_seqlens_k, "cu_seqlens_k", r.total_k, r.seqlen_k, "max_seqlen_k",
                        "k.shape[0]");
     }
-    if (p->cu_seqlens_q.stride[0] != 1 || p->cu_seqlens_k.stride[0] != 1)
-      fail(FA_ERROR_STRIDE, "cu_seqlens_q/k.stride[0]=", p->cu_seqlens_q.stride[0], "/",
-           p->cu_seqlens_k.stride[0], " must be 1");
     r.cu_seqlens_q = static_cast<const int32_t*>(p->cu_seqlens_q.data);
     r.cu_seqlens_k = static_cast<const int32_t*>(p->cu_seqlens_k.data);
   } else {

@@ -140,13 +140,13 @@ void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink
       for (int64_t r = 0; r < rows_pad; ++r) {
         float* s = w.p + r * kBlockN;
         // A row with no visible key (lse = -inf) has P = 0: use 0 so that exp gives 0, not NaN.
-        const float lse_log2 = w.lse[r] == kNegInf ? 0.f : w.lse[r] * kLog2e;
         const bool row_empty = w.lse[r] == kNegInf;
+        const float lse = row_empty ? 0.f : w.lse[r];
         if (masked)
           for (int64_t j = 0; j < kBlockN; ++j)
             if (row_empty || j >= cols || !vis.visible(m0 + r, n0 + j)) s[j] = kNegInf;
 #pragma omp simd
-        for (int64_t j = 0; j < kBlockN; ++j) s[j] = exp2_approx(s[j] * kLog2e - lse_log2);
+        for (int64_t j = 0; j < kBlockN; ++j) s[j] = exp2_approx((s[j] - lse) * kLog2e);
         if (row_empty) std::fill(s, s + kBlockN, 0.f);
       }
       // The forward's P·V saw P * keep: regenerate the keep-mask (the forward stored none).

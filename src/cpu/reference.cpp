@@ -146,7 +146,8 @@ void reference_forward(const Params& p, void* workspace, size_t bytes, int threa
 }
 
 template <typename Acc>
-void reference_backward(const Params& p, void* workspace, size_t bytes, int threads) {
+void reference_backward(const Params& p, void* workspace, size_t bytes, int threads,
+                        ReferenceOptions opts) {
   const size_t per_thread = ref_backward_thread_bytes(p);
   const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
   const Acc scale = Acc(p.softmax_scale);
@@ -187,6 +188,11 @@ void reference_backward(const Params& p, void* workspace, size_t bytes, int thre
           for (int64_t c = 0; c < d; ++c)
             dV[j * d + c] += prow[j] * keep * Acc(load(p.dout, b, sq.q_start + i, h, c));
         }
+        if (opts.stored_out_delta) {
+          D = 0;
+          for (int64_t c = 0; c < d; ++c)
+            D += Acc(load(p.dout, b, sq.q_start + i, h, c)) * Acc(load(p.out, b, sq.q_start + i, h, c));
+        }
         // dS_ij = P_ij (dP_ij - D_i) d logit_ij;  x = scale q·k
         for (int64_t c = 0; c < d; ++c) {
           Acc dq = 0;
@@ -210,7 +216,7 @@ void reference_backward(const Params& p, void* workspace, size_t bytes, int thre
 
 template void reference_forward<double>(const Params&, void*, size_t, int, ReferenceOptions);
 template void reference_forward<float>(const Params&, void*, size_t, int, ReferenceOptions);
-template void reference_backward<double>(const Params&, void*, size_t, int);
-template void reference_backward<float>(const Params&, void*, size_t, int);
+template void reference_backward<double>(const Params&, void*, size_t, int, ReferenceOptions);
+template void reference_backward<float>(const Params&, void*, size_t, int, ReferenceOptions);
 
 }  // namespace fa::cpu

@@ -12,6 +12,9 @@ namespace fa::cpu {
 struct ReferenceOptions {
   // Round the normalised P to p.dtype before P·V, as a naive 16-bit implementation does.
   bool round_p = false;
+  // Backward: D_i = rowsum(dO_i * out_i) from the stored (dtype-rounded) out, as every
+  // FlashAttention backward must, instead of the exact rowsum(P_i * dP_i).
+  bool stored_out_delta = false;
 };
 
 size_t reference_forward_workspace(const Params& p, int threads);
@@ -22,13 +25,15 @@ template <typename Acc>
 void reference_forward(const Params& p, void* workspace, size_t bytes, int threads,
                        ReferenceOptions opts = {});
 
-// Writes dq, dk, dv; recomputes everything from q, k, v, dout (ignores out and lse).
+// Writes dq, dk, dv; recomputes everything from q, k, v, dout (ignores lse, and out unless
+// opts.stored_out_delta).
 template <typename Acc>
-void reference_backward(const Params& p, void* workspace, size_t bytes, int threads);
+void reference_backward(const Params& p, void* workspace, size_t bytes, int threads,
+                        ReferenceOptions opts = {});
 
 extern template void reference_forward<double>(const Params&, void*, size_t, int, ReferenceOptions);
 extern template void reference_forward<float>(const Params&, void*, size_t, int, ReferenceOptions);
-extern template void reference_backward<double>(const Params&, void*, size_t, int);
-extern template void reference_backward<float>(const Params&, void*, size_t, int);
+extern template void reference_backward<double>(const Params&, void*, size_t, int, ReferenceOptions);
+extern template void reference_backward<float>(const Params&, void*, size_t, int, ReferenceOptions);
 
 }  // namespace fa::cpu
