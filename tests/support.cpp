@@ -236,7 +236,7 @@ View dense_view(std::vector<double>& buf, const Problem& pr, int64_t rows, int64
 }
 }  // namespace
 
-Dense reference(const Problem& pr, bool use_float, bool grads) {
+Dense reference(const Problem& pr, bool use_float, bool grads, bool round_p) {
   const fa_params fp = pr.params(FA_BACKEND_REFERENCE, grads);
   Params p = grads ? validate_backward(&fp) : validate_forward(&fp);
   const int64_t hq = pr.c.heads_q, hk = pr.c.heads_kv, d = pr.c.head_dim;
@@ -252,6 +252,7 @@ Dense reference(const Problem& pr, bool use_float, bool grads) {
   std::vector<unsigned char> ws(cpu::reference_forward_workspace(p, threads));
   if (use_float) {
     cpu::ReferenceOptions opts;
+    opts.round_p = round_p;
     cpu::reference_forward<float>(p, ws.data(), ws.size(), threads, opts);
   } else {
     cpu::reference_forward<double>(p, ws.data(), ws.size(), threads);

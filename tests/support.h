@@ -2,6 +2,7 @@
 // Case description, the fp64 oracle and the same-precision naive baseline, error metrics.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -34,6 +35,7 @@ class HostTensor {
   void poison();  // every byte of storage set to NaN patterns (0xFF)
   bool bytes_equal(const HostTensor& other) const;
   void* data() const { return storage_.get(); }
+  size_t storage_bytes() const { return size_t(std::max<int64_t>(storage_elems_, 1) * elem_size()); }
   const std::vector<int64_t>& shape() const { return shape_; }
   const std::vector<int64_t>& strides() const { return strides_; }
   fa_dtype dtype() const { return dtype_; }
@@ -81,7 +83,9 @@ struct Dense {
 
 // fp64 oracle (Acc = double) or the naive same-precision baseline (Acc = float, P rounded to the
 // input dtype). `grads` also runs the backward with the problem's dout.
-Dense reference(const Problem& pr, bool use_float, bool grads);
+// round_p (naive only) also rounds the normalised P to the 16-bit type before P·V, as a naive
+// 16-bit GPU implementation does: the baseline of the GPU kernels' accuracy rule.
+Dense reference(const Problem& pr, bool use_float, bool grads, bool round_p = false);
 // The problem's own outputs as Dense.
 Dense outputs(const Problem& pr, bool grads);
 
