@@ -145,8 +145,7 @@ void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink
         if (masked)
           for (int64_t j = 0; j < kBlockN; ++j)
             if (row_empty || j >= cols || !vis.visible(m0 + r, n0 + j)) s[j] = kNegInf;
-#pragma omp simd
-        for (int64_t j = 0; j < kBlockN; ++j) s[j] = exp2_approx((s[j] - lse) * kLog2e);
+        exp_shifted(s, kBlockN, lse);
         if (row_empty) std::fill(s, s + kBlockN, 0.f);
       }
       // The forward's P·V saw P * keep: regenerate the keep-mask (the forward stored none).

@@ -91,13 +91,7 @@ void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t 
       const float m_use = m_new == kNegInf ? 0.f : m_new;
       // Subtract before scaling by log2(e): with |logits| ~ 1e4 the difference is exact where
       // the two products would each round to ~1e-3.
-      float sum = 0.f;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < kBlockN; ++j) {
-        const float e = exp2_approx((s[j] - m_use) * kLog2e);
-        s[j] = e;
-        sum += e;
-      }
+      const float sum = exp_shifted(s, kBlockN, m_use);
       if (m_new != w.m[r]) {
         const float alpha = exp2_approx((w.m[r] - m_use) * kLog2e);
         w.l[r] *= alpha;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include "common/dtype.h"
 #include "common/mask.h"
@@ -49,28 +48,37 @@ Acc keep_factor(const DropoutStream& drop, uint32_t bh, int64_t i, int64_t j) {
   return drop.keep(bh, uint32_t(i), uint32_t(j)) ? Acc(drop.keep_scale) : Acc(0);
 }
 
-// P (len_q, len_k) of one (batch, query head): normalised probabilities, 0 where masked, and
-// (optionally) d logit / d x for the backward. Returns nothing; lse_out[i] gets the row's LSE.
+// Rows [0, rows) of head h of a view, densely into dst (rows, d) in Acc.
 template <typename Acc>
-void probabilities(const Params& p, int64_t b, int64_t h, Acc* P, Acc* dlogit, Acc* lse_out) {
+void gather(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t h, int64_t d, Acc* dst) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < d; ++c) dst[r * d + c] = Acc(load(v, b, row0 + r, h, c));
+}
+
+// P (len_q, len_k) of one (batch, query head) from dense Q (len_q, d) and K (len_k, d):
+// normalised probabilities, 0 where masked; dlogit (if given) gets d logit / d x; lse_out[i]
+// gets the row's log-sum-exp (-inf for a row with no visible key).
+template <typename Acc>
+void probabilities(const Params& p, int64_t b, int64_t h, const Acc* Q, const Acc* K, Acc* P,
+                   Acc* dlogit, Acc* lse_out) {
   const SeqInfo sq = p.seq(b);
-  const int64_t hk = h / p.group(), d = p.head_dim;
+  const int64_t d = p.head_dim;
   const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
   const Logit<Acc> logit{Acc(p.softcap), Acc(p.alibi_slope(b, h)), sq.len_k - sq.len_q};
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
-  std::vector<Acc> qrow(static_cast<size_t>(d));
   for (int64_t i = 0; i < sq.len_q; ++i) {
-    for (int64_t c = 0; c < d; ++c) qrow[c] = Acc(load(p.q, b, sq.q_start + i, h, c));
+    const Acc* q = Q + i * d;
     Acc* s = P + i * sq.len_k;
     Acc mx = neg_inf;
     for (int64_t j = 0; j < sq.len_k; ++j) {
+      if (dlogit) dlogit[i * sq.len_k + j] = 0;
       if (!vis.visible(i, j)) {
         s[j] = neg_inf;
-        if (dlogit) dlogit[i * sq.len_k + j] = 0;
         continue;
       }
+      const Acc* k = K + j * d;
       Acc dot = 0;
-      for (int64_t c = 0; c < d; ++c) dot += qrow[c] * Acc(load(p.k, b, sq.k_start + j, hk, c));
+      for (int64_t c = 0; c < d; ++c) dot += q[c] * k[c];
       s[j] = logit(Acc(p.softmax_scale) * dot, i, j, dlogit ? dlogit + i * sq.len_k + j : nullptr);
       mx = std::max(mx, s[j]);
     }
@@ -94,12 +102,22 @@ int64_t matrix_elems(const Params& p) { return p.seqlen_q * p.seqlen_k; }
 // Scratch of one thread, block by block exactly as the loops below carve it (doubles at most).
 size_t doubles(int64_t n) { return Arena::block_bytes(size_t(n) * 2); }
 size_t ref_forward_thread_bytes(const Params& p) {
-  return doubles(matrix_elems(p)) + doubles(p.seqlen_q);  // P, lse
+  return doubles(matrix_elems(p))                       // P
+         + doubles(p.seqlen_q * p.head_dim)             // Q
+         + 2 * doubles(p.seqlen_k * p.head_dim)         // K, V
+         + doubles(p.seqlen_q) + doubles(p.head_dim);   // lse, an output row
 }
 size_t ref_backward_thread_bytes(const Params& p) {
-  return 2 * doubles(matrix_elems(p))            // P, dS
-         + 2 * doubles(p.seqlen_k * p.head_dim)  // dK, dV accumulators
-         + doubles(p.seqlen_q) + doubles(p.seqlen_k);  // lse, a dP row
+  return 2 * doubles(matrix_elems(p))                   // P, d logit
+         + 2 * doubles(p.seqlen_q * p.head_dim)         // Q, dO
+         + 4 * doubles(p.seqlen_k * p.head_dim)         // K, V, dK, dV
+         + doubles(p.seqlen_q) + doubles(p.seqlen_k)    // lse, a dP row
+         + 2 * doubles(p.head_dim);                     // dQ row, O row
+}
+
+template <typename Acc>
+Acc* take(Arena& a, int64_t n) {
+  return reinterpret_cast<Acc*>(a.floats(size_t(n) * sizeof(Acc) / sizeof(float)));
 }
 
 }  // namespace
@@ -117,29 +135,34 @@ void reference_forward(const Params& p, void* workspace, size_t bytes, int threa
                        ReferenceOptions opts) {
   const size_t per_thread = ref_forward_thread_bytes(p);
   const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
+  const int64_t d = p.head_dim;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (int64_t t = 0; t < p.batch * p.heads_q; ++t) {
-    const int64_t b = t / p.heads_q, h = t % p.heads_q;
+    const int64_t b = t / p.heads_q, h = t % p.heads_q, hk = h / p.group();
     Arena arena(workspace, bytes);
     arena.skip(per_thread * size_t(omp_get_thread_num()));
     const SeqInfo sq = p.seq(b);
-    Acc* P = reinterpret_cast<Acc*>(arena.floats(size_t(matrix_elems(p)) * sizeof(Acc) / 4));
-    Acc* lse = reinterpret_cast<Acc*>(arena.floats(size_t(p.seqlen_q) * sizeof(Acc) / 4));
-    probabilities<Acc>(p, b, h, P, nullptr, lse);
-    const int64_t hk = h / p.group(), d = p.head_dim;
+    Acc* P = take<Acc>(arena, matrix_elems(p));
+    Acc* Q = take<Acc>(arena, p.seqlen_q * d);
+    Acc* K = take<Acc>(arena, p.seqlen_k * d);
+    Acc* V = take<Acc>(arena, p.seqlen_k * d);
+    Acc* lse = take<Acc>(arena, p.seqlen_q);
+    Acc* o = take<Acc>(arena, d);
+    gather(p.q, b, sq.q_start, sq.len_q, h, d, Q);
+    gather(p.k, b, sq.k_start, sq.len_k, hk, d, K);
+    gather(p.v, b, sq.k_start, sq.len_k, hk, d, V);
+    probabilities<Acc>(p, b, h, Q, K, P, nullptr, lse);
     const uint32_t bh = uint32_t(b * p.heads_q + h);
     for (int64_t i = 0; i < sq.len_q; ++i) {
       Acc* prow = P + i * sq.len_k;
+      std::fill(o, o + d, Acc(0));
       for (int64_t j = 0; j < sq.len_k; ++j) {
         if (opts.round_p) prow[j] = Acc(round_to(p.dtype, float(prow[j])));
         if (p.dropout_p > 0.f) prow[j] *= keep_factor<Acc>(drop, bh, i, j);
+        if (prow[j] == Acc(0)) continue;
+        for (int64_t c = 0; c < d; ++c) o[c] += prow[j] * V[j * d + c];
       }
-      for (int64_t c = 0; c < d; ++c) {
-        Acc o = 0;
-        for (int64_t j = 0; j < sq.len_k; ++j)
-          if (prow[j] != Acc(0)) o += prow[j] * Acc(load(p.v, b, sq.k_start + j, hk, c));
-        store(p.out, b, sq.q_start + i, h, c, double(o));
-      }
+      for (int64_t c = 0; c < d; ++c) store(p.out, b, sq.q_start + i, h, c, double(o[c]));
       p.lse.at(b, h, sq.q_start + i) = float(lse[i]);
     }
   }
@@ -158,52 +181,60 @@ void reference_backward(const Params& p, void* workspace, size_t bytes, int thre
     const int64_t b = t / p.heads_kv, hk = t % p.heads_kv;
     Arena arena(workspace, bytes);
     arena.skip(per_thread * size_t(omp_get_thread_num()));
-    auto take = [&](int64_t n) { return reinterpret_cast<Acc*>(arena.floats(size_t(n) * sizeof(Acc) / 4)); };
     const SeqInfo sq = p.seq(b);
-    Acc* P = take(matrix_elems(p));
-    Acc* G = take(matrix_elems(p));  // d logit / d x
-    Acc* dK = take(p.seqlen_k * d);
-    Acc* dV = take(p.seqlen_k * d);
-    Acc* lse = take(p.seqlen_q);
-    Acc* dP = take(p.seqlen_k);
+    Acc* P = take<Acc>(arena, matrix_elems(p));
+    Acc* G = take<Acc>(arena, matrix_elems(p));  // d logit / d x
+    Acc* Q = take<Acc>(arena, p.seqlen_q * d);
+    Acc* dO = take<Acc>(arena, p.seqlen_q * d);
+    Acc* K = take<Acc>(arena, p.seqlen_k * d);
+    Acc* V = take<Acc>(arena, p.seqlen_k * d);
+    Acc* dK = take<Acc>(arena, p.seqlen_k * d);
+    Acc* dV = take<Acc>(arena, p.seqlen_k * d);
+    Acc* lse = take<Acc>(arena, p.seqlen_q);
+    Acc* dP = take<Acc>(arena, p.seqlen_k);
+    Acc* dq = take<Acc>(arena, d);
+    Acc* o = take<Acc>(arena, d);
+    gather(p.k, b, sq.k_start, sq.len_k, hk, d, K);
+    gather(p.v, b, sq.k_start, sq.len_k, hk, d, V);
     std::fill(dK, dK + sq.len_k * d, Acc(0));
     std::fill(dV, dV + sq.len_k * d, Acc(0));
     for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h) {
-      probabilities<Acc>(p, b, h, P, G, lse);
+      gather(p.q, b, sq.q_start, sq.len_q, h, d, Q);
+      gather(p.dout, b, sq.q_start, sq.len_q, h, d, dO);
+      probabilities<Acc>(p, b, h, Q, K, P, G, lse);
       const uint32_t bh = uint32_t(b * p.heads_q + h);
       for (int64_t i = 0; i < sq.len_q; ++i) {
         const Acc* prow = P + i * sq.len_k;
-        // dP_ij = (dO_i · V_j) * keep_ij;  D_i = Σ_j P_ij dP_ij
+        const Acc* g = dO + i * d;
+        // dP_ij = (dO_i · V_j) * keep_ij;  D_i = Σ_j P_ij dP_ij;  dV_j += P_ij keep_ij dO_i
         Acc D = 0;
         for (int64_t j = 0; j < sq.len_k; ++j) {
           dP[j] = 0;
           if (prow[j] == Acc(0)) continue;
           Acc dot = 0;
-          for (int64_t c = 0; c < d; ++c)
-            dot += Acc(load(p.dout, b, sq.q_start + i, h, c)) * Acc(load(p.v, b, sq.k_start + j, hk, c));
+          for (int64_t c = 0; c < d; ++c) dot += g[c] * V[j * d + c];
           const Acc keep = p.dropout_p > 0.f ? keep_factor<Acc>(drop, bh, i, j) : Acc(1);
           dP[j] = dot * keep;
           D += prow[j] * dP[j];
-          // dV_j += P_ij keep_ij dO_i
-          for (int64_t c = 0; c < d; ++c)
-            dV[j * d + c] += prow[j] * keep * Acc(load(p.dout, b, sq.q_start + i, h, c));
+          for (int64_t c = 0; c < d; ++c) dV[j * d + c] += prow[j] * keep * g[c];
         }
         if (opts.stored_out_delta) {
+          gather(p.out, b, sq.q_start + i, 1, h, d, o);
           D = 0;
-          for (int64_t c = 0; c < d; ++c)
-            D += Acc(load(p.dout, b, sq.q_start + i, h, c)) * Acc(load(p.out, b, sq.q_start + i, h, c));
+          for (int64_t c = 0; c < d; ++c) D += g[c] * o[c];
         }
-        // dS_ij = P_ij (dP_ij - D_i) d logit_ij;  x = scale q·k
-        for (int64_t c = 0; c < d; ++c) {
-          Acc dq = 0;
-          for (int64_t j = 0; j < sq.len_k; ++j) {
-            if (prow[j] == Acc(0)) continue;
-            const Acc ds = prow[j] * (dP[j] - D) * G[i * sq.len_k + j];
-            dq += ds * Acc(load(p.k, b, sq.k_start + j, hk, c));
-            dK[j * d + c] += scale * ds * Acc(load(p.q, b, sq.q_start + i, h, c));
+        // dS_ij = P_ij (dP_ij - D_i) d logit_ij, x = scale q·k:  dQ_i = scale Σ_j dS_ij K_j,
+        // dK_j += scale dS_ij Q_i
+        std::fill(dq, dq + d, Acc(0));
+        for (int64_t j = 0; j < sq.len_k; ++j) {
+          if (prow[j] == Acc(0)) continue;
+          const Acc ds = prow[j] * (dP[j] - D) * G[i * sq.len_k + j];
+          for (int64_t c = 0; c < d; ++c) {
+            dq[c] += ds * K[j * d + c];
+            dK[j * d + c] += scale * ds * Q[i * d + c];
           }
-          store(p.dq, b, sq.q_start + i, h, c, double(scale * dq));
         }
+        for (int64_t c = 0; c < d; ++c) store(p.dq, b, sq.q_start + i, h, c, double(scale * dq[c]));
       }
     }
     for (int64_t j = 0; j < sq.len_k; ++j)

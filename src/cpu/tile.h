@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "api/params.h"
@@ -33,33 +34,10 @@ constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // C (M x N) = [C +] A (M x K) * B (K x N); all row-major with leading dimensions.
 // Requires M % kMicroRows == 0 and N % kMicroCols == 0 (callers pad tiles with zeros).
-inline void gemm(int64_t M, int64_t N, int64_t K, const float* __restrict A, int64_t lda,
-                 const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
-                 bool accumulate) {
-  for (int64_t i = 0; i < M; i += kMicroRows) {
-    for (int64_t j = 0; j < N; j += kMicroCols) {
-      float acc[kMicroRows][kMicroCols];
-#pragma GCC unroll 4
-      for (int r = 0; r < kMicroRows; ++r)
-#pragma GCC unroll 16
-        for (int c = 0; c < kMicroCols; ++c)
-          acc[r][c] = accumulate ? C[(i + r) * ldc + j + c] : 0.f;
-      for (int64_t k = 0; k < K; ++k) {
-        const float* __restrict b = B + k * ldb + j;
-#pragma GCC unroll 4
-        for (int r = 0; r < kMicroRows; ++r) {
-          const float a = A[(i + r) * lda + k];
-#pragma GCC unroll 16
-          for (int c = 0; c < kMicroCols; ++c) acc[r][c] += a * b[c];
-        }
-      }
-#pragma GCC unroll 4
-      for (int r = 0; r < kMicroRows; ++r)
-#pragma GCC unroll 16
-        for (int c = 0; c < kMicroCols; ++c) C[(i + r) * ldc + j + c] = acc[r][c];
-    }
-  }
-}
+// Defined once per instruction set in tile.cpp: every call site shares one register-blocked body.
+void gemm(int64_t M, int64_t N, int64_t K, const float* __restrict A, int64_t lda,
+          const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
+          bool accumulate);
 
 // dst (cols x rows) = src (rows x cols)^T.
 inline void transpose(int64_t rows, int64_t cols, const float* __restrict src, int64_t lds,
@@ -96,6 +74,50 @@ inline float exp2_approx(float x) {
   // 2^n as bits; n = -127 gives a zero exponent field and hence 0.
   const float scale = bits_float(uint32_t(n + 127) << 23);
   return p * scale;
+}
+
+// 8 fp32 lanes: one AVX register in the avx2 build, two SSE registers in the generic one. Plain
+// loops over exp2_approx do not vectorise (GCC keeps them scalar), so the hot loops use this.
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef int32_t i32x8 __attribute__((vector_size(32)));
+constexpr int kLanes = 8;
+
+inline f32x8 load8(const float* p) {
+  f32x8 v;
+  std::memcpy(&v, p, sizeof v);  // unaligned load
+  return v;
+}
+inline void store8(float* p, f32x8 v) { std::memcpy(p, &v, sizeof v); }
+inline f32x8 splat8(float x) { return f32x8{} + x; }
+
+// exp2_approx on 8 lanes, the same arithmetic lane by lane.
+inline f32x8 exp2_approx(f32x8 x) {
+  const f32x8 lo = splat8(-127.f), hi = splat8(127.f);
+  x = x < lo ? lo : x;
+  x = x > hi ? hi : x;
+  const f32x8 shifted = x + 0.5f;
+  i32x8 n = __builtin_convertvector(shifted, i32x8);       // truncates toward zero
+  n += __builtin_convertvector(n, f32x8) > shifted;       // true is -1: floor
+  const f32x8 f = x - __builtin_convertvector(n, f32x8);
+  f32x8 p = splat8(kExp2Poly.c[7]);
+  for (int i = 6; i >= 0; --i) p = p * f + kExp2Poly.c[i];
+  const i32x8 bits = (n + 127) << 23;
+  f32x8 scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+// s[j] <- exp((s[j] - m)) for j < n (n a multiple of 8); returns the sum of the results.
+inline float exp_shifted(float* __restrict s, int64_t n, float m) {
+  f32x8 sum{};
+  for (int64_t j = 0; j < n; j += kLanes) {
+    const f32x8 e = exp2_approx((load8(s + j) - m) * kLog2e);
+    store8(s + j, e);
+    sum += e;
+  }
+  float total = 0.f;
+  for (int l = 0; l < kLanes; ++l) total += sum[l];
+  return total;
 }
 
 // Load rows [row0, row0 + rows) of head h of a (seq, head, dim) view into a dense fp32 tile
