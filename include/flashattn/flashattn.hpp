@@ -162,8 +162,9 @@ inline void require_host(const fa_params& p, const char* what) {
 inline void forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                     const Tensor& lse, const Options& o = {}) {
   const fa_params p = make_params(q, k, v, out, lse, o);
+  const size_t bytes = forward_workspace_size(p);  // validates first: errors name the argument
   detail::require_host(p, "fa::forward");
-  HostWorkspace ws(forward_workspace_size(p));
+  HostWorkspace ws(bytes);
   forward(p, ws.data(), ws.size());
 }
 
@@ -176,8 +177,9 @@ inline void backward(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   p.dq = dq.raw;
   p.dk = dk.raw;
   p.dv = dv.raw;
+  const size_t bytes = backward_workspace_size(p);
   detail::require_host(p, "fa::backward");
-  HostWorkspace ws(backward_workspace_size(p));
+  HostWorkspace ws(bytes);
   backward(p, ws.data(), ws.size());
 }
 

@@ -2,6 +2,9 @@
 
 #include "api/error.h"
 #include "cpu/backend.h"
+#ifdef FA_WITH_CUDA
+#include "cuda/backend.h"
+#endif
 
 namespace fa {
 
@@ -9,11 +12,12 @@ const char* kernel_name(Kernel k) {
   switch (k) {
     case Kernel::CpuFlash: return "cpu-flash";
     case Kernel::CpuReference: return "cpu-reference";
+    case Kernel::CudaSm80: return "cuda-sm80";
   }
   return "?";
 }
 
-Kernel select_kernel(const Params& p, Pass) {
+Kernel select_kernel(const Params& p, Pass pass) {
   if (p.device.type == FA_DEVICE_CPU) {
     switch (p.backend) {
       case FA_BACKEND_AUTO:
@@ -22,11 +26,15 @@ Kernel select_kernel(const Params& p, Pass) {
       case FA_BACKEND_VANILLA: return Kernel::CpuReference;  // on the CPU the reference is vanilla
     }
   }
-  if (p.backend == FA_BACKEND_REFERENCE)
-    fail(FA_ERROR_BACKEND, "backend=FA_BACKEND_REFERENCE runs on the CPU only; q is on CUDA device ",
-         p.device.index);
-  fail(FA_ERROR_BACKEND, "no CUDA attention kernel in this build for q on CUDA device ",
-       p.device.index, " (this version ships the CPU backend only)");
+#ifdef FA_WITH_CUDA
+  if (pass == Pass::Backward)
+    fail(FA_ERROR_BACKEND, "no CUDA backward kernel yet for q on CUDA device ", p.device.index);
+  cuda::check_forward(p);
+  return Kernel::CudaSm80;
+#else
+  (void)pass;
+  fail(FA_ERROR_BACKEND, "q is on CUDA device ", p.device.index, " but this build has no CUDA backend");
+#endif
 }
 
 namespace {
@@ -34,16 +42,23 @@ cpu::Impl cpu_impl(Kernel k) { return k == Kernel::CpuReference ? cpu::Impl::Ref
 }  // namespace
 
 size_t workspace_size(Kernel k, const Params& p, Pass pass) {
+  if (k == Kernel::CudaSm80) return 0;  // the forward needs no workspace
   return pass == Pass::Forward ? cpu::forward_workspace(p, cpu_impl(k))
                                : cpu::backward_workspace(p, cpu_impl(k));
 }
 
 size_t min_workspace_size(Kernel k, const Params& p, Pass pass) {
+  if (k == Kernel::CudaSm80) return 0;
   return pass == Pass::Forward ? cpu::min_forward_workspace(p, cpu_impl(k))
                                : cpu::min_backward_workspace(p, cpu_impl(k));
 }
 
-void run(Kernel k, const Params& p, Pass pass, void* workspace, size_t bytes, void* /*stream*/) {
+void run(Kernel k, const Params& p, Pass pass, void* workspace, size_t bytes, void* stream) {
+#ifdef FA_WITH_CUDA
+  if (k == Kernel::CudaSm80) return cuda::forward(p, stream);
+#else
+  (void)stream;
+#endif
   if (pass == Pass::Forward)
     cpu::forward(p, cpu_impl(k), workspace, bytes);
   else

@@ -12,6 +12,7 @@ enum class Pass { Forward, Backward };
 enum class Kernel {
   CpuFlash,      // tiled FlashAttention on the CPU (OpenMP, fp32 accumulation)
   CpuReference,  // naive double-precision oracle
+  CudaSm80,      // FlashAttention-2 kernels, mma.sync + cp.async (Ampere, Ada, Hopper)
 };
 
 const char* kernel_name(Kernel k);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "common/host_device.h"
 #include "flashattn/flashattn.h"
 
 namespace fa {
@@ -30,7 +31,7 @@ struct View {
   int64_t stride_b = 0, stride_s = 0, stride_h = 0;  // elements
 
   template <typename T>
-  T* at(int64_t b, int64_t row, int64_t h) const {
+  FA_HOST_DEVICE T* at(int64_t b, int64_t row, int64_t h) const {
     return static_cast<T*>(data) + b * stride_b + row * stride_s + h * stride_h;
   }
 };
@@ -39,7 +40,7 @@ struct View {
 struct LseView {
   float* data = nullptr;
   int64_t stride_b = 0, stride_h = 0, stride_s = 0;
-  float& at(int64_t b, int64_t h, int64_t row) const {
+  FA_HOST_DEVICE float& at(int64_t b, int64_t h, int64_t row) const {
     return data[b * stride_b + h * stride_h + row * stride_s];
   }
 };
@@ -76,15 +77,16 @@ struct Params {
   uint64_t seed = 0, offset = 0;
   bool deterministic = false;
 
-  bool varlen() const { return cu_seqlens_q != nullptr; }
-  int64_t group() const { return heads_q / heads_kv; }  // query heads per kv head
+  FA_HOST_DEVICE bool varlen() const { return cu_seqlens_q != nullptr; }
+  FA_HOST_DEVICE int64_t group() const { return heads_q / heads_kv; }  // query heads per kv head
 
-  SeqInfo seq(int64_t b) const {
+  // On the GPU, cu_seqlens and alibi_slopes are device pointers: call these in device code.
+  FA_HOST_DEVICE SeqInfo seq(int64_t b) const {
     if (!varlen()) return {0, 0, seqlen_q, seqlen_k};
     return {cu_seqlens_q[b], cu_seqlens_k[b], int64_t(cu_seqlens_q[b + 1]) - cu_seqlens_q[b],
             int64_t(cu_seqlens_k[b + 1]) - cu_seqlens_k[b]};
   }
-  float alibi_slope(int64_t b, int64_t h) const {
+  FA_HOST_DEVICE float alibi_slope(int64_t b, int64_t h) const {
     return alibi_slopes ? alibi_slopes[b * alibi_stride_b + h * alibi_stride_h] : 0.f;
   }
 };

@@ -1,0 +1,81 @@
+"""ctypes mirror of the flashattn C ABI (include/flashattn/flashattn.h) for torch tensors.
+
+Used by the GPU benchmark to call the library exactly as a C program would. The struct layout is
+checked against the library's own sizeof(fa_params) at load time."""
+import ctypes
+import os
+
+FA_DEVICE_CPU, FA_DEVICE_CUDA = 0, 1
+FA_DTYPE = {"float32": 0, "float16": 1, "bfloat16": 2}
+
+
+class FaDevice(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int32), ("index", ctypes.c_int32)]
+
+
+class FaTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int32), ("rank", ctypes.c_int32),
+                ("shape", ctypes.c_int64 * 4), ("stride", ctypes.c_int64 * 4),
+                ("device", FaDevice)]
+
+
+class FaParams(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("backend", ctypes.c_int32),
+                ("q", FaTensor), ("k", FaTensor), ("v", FaTensor), ("out", FaTensor),
+                ("lse", FaTensor), ("dout", FaTensor), ("dq", FaTensor), ("dk", FaTensor),
+                ("dv", FaTensor), ("cu_seqlens_q", FaTensor), ("cu_seqlens_k", FaTensor),
+                ("max_seqlen_q", ctypes.c_int64), ("max_seqlen_k", ctypes.c_int64),
+                ("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int32),
+                ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
+                ("softcap", ctypes.c_float), ("alibi_slopes", FaTensor),
+                ("dropout_p", ctypes.c_float), ("seed", ctypes.c_uint64),
+                ("offset", ctypes.c_uint64), ("deterministic", ctypes.c_int32)]
+
+
+def load(path=None):
+    path = path or os.environ.get("FA_LIBRARY", "build/libflashattn.so")
+    lib = ctypes.CDLL(path)
+    lib.fa_params_init.argtypes = [ctypes.POINTER(FaParams)]
+    lib.fa_forward.argtypes = [ctypes.POINTER(FaParams), ctypes.c_void_p, ctypes.c_size_t,
+                               ctypes.c_void_p]
+    lib.fa_forward.restype = ctypes.c_int
+    lib.fa_last_error.restype = ctypes.c_char_p
+    lib.fa_build_info.restype = ctypes.c_char_p
+    p = FaParams()
+    lib.fa_params_init(ctypes.byref(p))
+    if p.struct_size != ctypes.sizeof(FaParams):
+        raise RuntimeError(f"fa_params layout mismatch: library {p.struct_size} bytes, "
+                           f"ctypes {ctypes.sizeof(FaParams)}")
+    return lib
+
+
+def tensor(t):
+    """fa_tensor view of a torch tensor (no copy)."""
+    d = FaTensor()
+    d.data = t.data_ptr()
+    d.dtype = FA_DTYPE[str(t.dtype).replace("torch.", "")]
+    d.rank = t.dim()
+    for i in range(t.dim()):
+        d.shape[i] = t.shape[i]
+        d.stride[i] = t.stride(i)
+    d.device.type = FA_DEVICE_CUDA if t.is_cuda else FA_DEVICE_CPU
+    d.device.index = (t.device.index or 0) if t.is_cuda else 0
+    return d
+
+
+def forward_params(lib, q, k, v, out, lse, causal=False, softmax_scale=0.0, window=(-1, -1),
+                   softcap=0.0):
+    p = FaParams()
+    lib.fa_params_init(ctypes.byref(p))
+    p.q, p.k, p.v, p.out, p.lse = tensor(q), tensor(k), tensor(v), tensor(out), tensor(lse)
+    p.causal = int(causal)
+    p.softmax_scale = softmax_scale
+    p.window_left, p.window_right = window
+    p.softcap = softcap
+    return p
+
+
+def forward(lib, p, stream=0):
+    st = lib.fa_forward(ctypes.byref(p), None, 0, ctypes.c_void_p(stream))
+    if st != 0:
+        raise RuntimeError(f"fa_forward: status {st}: {lib.fa_last_error().decode()}")

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# One full GPU check on a fresh GPU machine: build with every core, run the GPU tests (and the
+# CPU suite), compute-sanitizer memcheck + racecheck on a small case, then the benchmark against
+# PyTorch's FlashAttention-2 and cuDNN. Logs and the benchmark JSON go to OUTDIR; a short summary
+# is printed last.
+#   scripts/gpu-check.sh OUTDIR [--full-bench]
+# Environment: FA_ARCHS (default 90a), FA_COMMIT (recorded in the JSON), FA_GTEST_SOURCE_DIR
+# (a GoogleTest source tree when the machine has no package; default .deps/googletest).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [--full-bench]}
+bench_args=(--quick)
+[ "${2:-}" = "--full-bench" ] && bench_args=()
+mkdir -p "$out"
+export PATH=/usr/local/cuda/bin:$PATH
+gtest_src=${FA_GTEST_SOURCE_DIR:-$PWD/.deps/googletest}
+jobs=$(nproc)
+summary=()
+
+t0=$(date +%s)
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFA_ARCHS="${FA_ARCHS:-90a}" \
+  -DFA_GTEST_SOURCE_DIR="$gtest_src" > "$out/build.log" 2>&1 &&
+  cmake --build build-gpu -j "$jobs" >> "$out/build.log" 2>&1
+rc=$?
+summary+=("build: rc=$rc in $(( $(date +%s) - t0 ))s")
+if [ $rc -ne 0 ]; then tail -40 "$out/build.log"; exit 1; fi
+grep -E "Function properties for .*fwd_kernel|registers|spill" "$out/build.log" | grep -B1 -E "registers" | \
+  grep -oE "(Used [0-9]+ registers|[0-9]+ bytes spill stores)" | paste - - | sort | uniq -c > /dev/null || true
+
+t0=$(date +%s)
+./build-gpu/tests/fa_tests --gtest_filter='Grid/Gpu*' > "$out/gpu-tests.log" 2>&1
+rc=$?
+summary+=("gpu tests: rc=$rc, $(grep -cE '^\[ +OK' "$out/gpu-tests.log") ok, $(grep -cE '^\[  FAILED' "$out/gpu-tests.log") failed lines, $(grep -cE '^\[  SKIPPED' "$out/gpu-tests.log") skipped, $(( $(date +%s) - t0 ))s")
+
+t0=$(date +%s)
+{
+  echo "== memcheck"; compute-sanitizer --tool memcheck --error-exitcode 9 \
+    ./build-gpu/tests/fa_tests --gtest_filter='*Gpu*s113x203*' 2>&1 | tail -15
+  echo "rc=${PIPESTATUS[0]}"
+  echo "== racecheck"; compute-sanitizer --tool racecheck --error-exitcode 9 \
+    ./build-gpu/tests/fa_tests --gtest_filter='*Gpu*_d64_*s113x203*:*Gpu*s113x203*_d64*' 2>&1 | tail -15
+  echo "rc=${PIPESTATUS[0]}"
+} > "$out/sanitizer.log" 2>&1
+summary+=("sanitizer: $(grep -E '^rc=|ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer.log" | tr '\n' ' ') $(( $(date +%s) - t0 ))s")
+
+t0=$(date +%s)
+python3 bench/gpu_bench.py --lib build-gpu/libflashattn.so --json "$out/bench.json" \
+  --commit "${FA_COMMIT:-unknown}" "${bench_args[@]}" > "$out/bench-table.txt" 2> "$out/bench.log"
+summary+=("bench: rc=$? in $(( $(date +%s) - t0 ))s")
+
+echo "---- failures (first 30 lines)"
+grep -E "Failure|error|FAILED" "$out/gpu-tests.log" | head -30
+echo "---- registers / spills"
+grep -E "registers|spill" "$out/build.log" | grep -v "0 bytes spill" | head -8
+echo "---- benchmark"
+cat "$out/bench-table.txt"
+echo "---- summary"
+printf '%s\n' "${summary[@]}"

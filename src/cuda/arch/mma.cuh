@@ -1,0 +1,69 @@
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 — sm80+.
+//
+// Register layout (PTX ISA "Matrix fragments for mma.m16n8k16"), lane = threadIdx.x % 32,
+// g = lane / 4 (group), t = lane % 4 (thread in group):
+//   A (16 x 16, row-major), 4 x .b32 each holding two 16-bit values (low half = lower column):
+//     a0: (g,     2t..2t+1)   a1: (g + 8, 2t..2t+1)   a2: (g, 2t+8..2t+9)   a3: (g + 8, 2t+8..2t+9)
+//   B (16 x 8, "col": element (k, n)), 2 x .b32:
+//     b0: (k = 2t..2t+1, n = g)   b1: (k = 2t+8..2t+9, n = g)
+//   C/D (16 x 8 fp32), 4 x f32:
+//     c0, c1: (g, 2t..2t+1)   c2, c3: (g + 8, 2t..2t+1)
+// The C layout of two adjacent n-tiles (16 x 16) is exactly the A layout of one k-step, which is
+// how P goes from S = Q·Kᵀ to P·V without leaving registers.
+#pragma once
+
+#include <cstdint>
+
+namespace fa::cuda {
+
+struct Bf16Tag {};
+struct Fp16Tag {};
+
+// D = A * B + D, fp32 accumulate.
+template <typename Tag>
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4],
+                                             const uint32_t (&b)[2]);
+
+template <>
+__device__ __forceinline__ void mma_m16n8k16<Bf16Tag>(float (&d)[4], const uint32_t (&a)[4],
+                                                      const uint32_t (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+template <>
+__device__ __forceinline__ void mma_m16n8k16<Fp16Tag>(float (&d)[4], const uint32_t (&a)[4],
+                                                      const uint32_t (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// Two fp32 -> one .b32 of two 16-bit values (lo in the low half), round to nearest.
+template <typename Tag>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+
+template <>
+__device__ __forceinline__ uint32_t pack2<Bf16Tag>(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+template <>
+__device__ __forceinline__ uint32_t pack2<Fp16Tag>(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+}  // namespace fa::cuda

@@ -1,0 +1,151 @@
+#include "cuda/backend.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "api/error.h"
+#include "cuda/fwd_sm80.h"
+
+namespace fa::cuda {
+namespace {
+
+// Head dims compiled into this build (FA_HEAD_DIMS prunes the instantiation files and these).
+constexpr int kBuiltHeadDims[] = {
+#ifdef FA_SM80_FWD_D32
+    32,
+#endif
+#ifdef FA_SM80_FWD_D64
+    64,
+#endif
+#ifdef FA_SM80_FWD_D96
+    96,
+#endif
+#ifdef FA_SM80_FWD_D128
+    128,
+#endif
+#ifdef FA_SM80_FWD_D160
+    160,
+#endif
+#ifdef FA_SM80_FWD_D192
+    192,
+#endif
+#ifdef FA_SM80_FWD_D224
+    224,
+#endif
+#ifdef FA_SM80_FWD_D256
+    256,
+#endif
+    0};
+
+// Smallest compiled head dim >= d (0: none).
+int kernel_head_dim(int64_t d) {
+  for (int k : kBuiltHeadDims)
+    if (k != 0 && d <= k) return k;
+  return 0;
+}
+
+class DeviceGuard {  // makes q's device current for the call, restores the caller's
+ public:
+  explicit DeviceGuard(int device) {
+    cudaGetDevice(&saved_);
+    if (saved_ != device) check(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~DeviceGuard() {
+    int now = saved_;
+    cudaGetDevice(&now);
+    if (now != saved_) cudaSetDevice(saved_);
+  }
+  static void check(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) fail(FA_ERROR_CUDA, what, ": ", cudaGetErrorString(e));
+  }
+
+ private:
+  int saved_ = 0;
+};
+
+void check_view_alignment(const View& v, const char* name) {
+  // cp.async moves 16-byte chunks: the base and every row must start on a 16-byte boundary.
+  if (reinterpret_cast<uintptr_t>(v.data) % 16 != 0)
+    fail(FA_ERROR_ALIGNMENT, name, ".data=", v.data, " must be 16-byte aligned for the CUDA kernels");
+  for (int64_t s : {v.stride_b, v.stride_s, v.stride_h})
+    if (s % 8 != 0)
+      fail(FA_ERROR_ALIGNMENT, name, " stride ", s, " (elements) must be a multiple of 8 for the CUDA kernels");
+}
+
+template <typename Tag>
+void run_fwd_tag(const Params& p, cudaStream_t s) {
+  switch (kernel_head_dim(p.head_dim)) {
+#ifdef FA_SM80_FWD_D32
+    case 32: return sm80::run_fwd<32, Tag>(p, s);
+#endif
+#ifdef FA_SM80_FWD_D64
+    case 64: return sm80::run_fwd<64, Tag>(p, s);
+#endif
+#ifdef FA_SM80_FWD_D96
+    case 96: return sm80::run_fwd<96, Tag>(p, s);
+#endif
+#ifdef FA_SM80_FWD_D128
+    case 128: return sm80::run_fwd<128, Tag>(p, s);
+#endif
+#ifdef FA_SM80_FWD_D160
+    case 160: return sm80::run_fwd<160, Tag>(p, s);
+#endif
+#ifdef FA_SM80_FWD_D192
+    case 192: return sm80::run_fwd<192, Tag>(p, s);
+#endif
+#ifdef FA_SM80_FWD_D224
+    case 224: return sm80::run_fwd<224, Tag>(p, s);
+#endif
+#ifdef FA_SM80_FWD_D256
+    case 256: return sm80::run_fwd<256, Tag>(p, s);
+#endif
+    default: break;
+  }
+  fail(FA_ERROR_INTERNAL, "no sm80 forward instantiation for head_dim=", p.head_dim);
+}
+
+}  // namespace
+
+const char* check_forward(const Params& p) {
+  if (p.backend == FA_BACKEND_REFERENCE)
+    fail(FA_ERROR_BACKEND, "backend=FA_BACKEND_REFERENCE runs on the CPU only; q is on CUDA device ",
+         p.device.index);
+  if (p.backend == FA_BACKEND_VANILLA)
+    fail(FA_ERROR_BACKEND, "backend=FA_BACKEND_VANILLA has no GPU implementation yet");
+  int major = 0, minor = 0;
+  DeviceGuard::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p.device.index),
+                     "cudaDeviceGetAttribute");
+  DeviceGuard::check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, p.device.index),
+                     "cudaDeviceGetAttribute");
+  if (major < 8)
+    fail(FA_ERROR_BACKEND, "CUDA device ", p.device.index, " has compute capability ", major, ".",
+         minor, "; the CUDA kernels of this build need >= 8.0");
+  if (p.dtype == DType::F32)
+    fail(FA_ERROR_UNSUPPORTED, "q.dtype=fp32 on CUDA: the GPU kernels take fp16 or bf16");
+  if (p.head_dim % 8 != 0)
+    fail(FA_ERROR_HEAD_DIM, "head_dim=", p.head_dim, " must be a multiple of 8 on CUDA");
+  if (kernel_head_dim(p.head_dim) == 0)
+    fail(FA_ERROR_HEAD_DIM, "head_dim=", p.head_dim, " has no CUDA kernel in this build (FA_HEAD_DIMS)");
+  if (p.dropout_p > 0.f)
+    fail(FA_ERROR_UNSUPPORTED, "dropout_p=", p.dropout_p,
+         " on CUDA is not implemented yet (it lands with the CUDA backward)");
+  if (p.batch > 65535 || p.heads_q > 65535)
+    fail(FA_ERROR_SIZE, "batch=", p.batch, ", heads_q=", p.heads_q, " must be <= 65535 on CUDA");
+  check_view_alignment(p.q, "q");
+  check_view_alignment(p.k, "k");
+  check_view_alignment(p.v, "v");
+  check_view_alignment(p.out, "out");
+  return "cuda-sm80";
+}
+
+void forward(const Params& p, void* stream) {
+  DeviceGuard guard(p.device.index);
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (p.dtype == DType::BF16)
+    run_fwd_tag<Bf16Tag>(p, s);
+  else
+    run_fwd_tag<Fp16Tag>(p, s);
+}
+
+}  // namespace fa::cuda

@@ -1,0 +1,275 @@
+// Forward attention, FlashAttention-2 algorithm, for the sm80 family (Ampere, Ada, and Hopper
+// until its native kernel lands).
+//
+// One thread block = (block of kBlockM query rows, query head, batch entry); warp w owns query
+// rows [16w, 16w + 16) of the block. Per K/V tile of kBlockN keys:
+//   S = Q·Kᵀ (mma.m16n8k16, fp32)   ->   logits (softcap / ALiBi when on; mask on boundary tiles)
+//   -> online softmax in fp32 with exp2 and the log2(e)-premultiplied scale
+//   -> P converted to 16-bit in registers (C layout == A layout)   ->   O += P·V
+// K/V tiles stream through a two-stage cp.async pipeline: tile j+1 loads while tile j computes.
+// O is normalised once at the end (deferred normalisation); LSE is written per row.
+//
+// History: v1 (this file) - first version; correctness against the fp64 CPU reference, speed
+// recorded in docs/performance.md.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "api/params.h"
+#include "common/mask.h"
+#include "cuda/arch/cp_async.cuh"
+#include "cuda/arch/ldmatrix.cuh"
+#include "cuda/arch/mma.cuh"
+#include "cuda/kernels/sm80/fwd_traits.h"
+
+namespace fa::cuda::sm80 {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr float kNegInf = -__builtin_huge_valf();
+
+__device__ __forceinline__ float exp2_fast(float x) {  // ex2.approx: 2^-inf = +0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Global -> shared, 16-byte chunks: rows [0, rows_valid) and columns [0, cols_valid) copied,
+// everything else of the tile zero-filled. Consecutive threads take consecutive chunks of a row.
+template <class Tile, int kThreads>
+__device__ __forceinline__ void load_tile(uint16_t* smem, const uint16_t* gmem, int64_t row_stride,
+                                          int64_t rows_valid, int cols_valid, int tid) {
+  constexpr int kChunksPerRow = Tile::kColCount / 8;
+  constexpr int kChunks = Tile::kRowCount * kChunksPerRow;
+#pragma unroll
+  for (int c = tid; c < kChunks; c += kThreads) {
+    const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+    const bool valid = row < rows_valid && col < cols_valid;
+    const uint16_t* src = valid ? gmem + row * row_stride + col : gmem;
+    cp_async_16(smem_addr(smem + Tile::offset(row, col)), src, valid);
+  }
+}
+
+// ldmatrix.x4 address of this lane for a 16x16 A fragment at (row0, col0) of a row-major tile:
+// matrices 0..3 = (rows +0, cols +0), (rows +8, cols +0), (rows +0, cols +8), (rows +8, cols +8).
+template <class Tile>
+__device__ __forceinline__ uint32_t a_frag_addr(const uint16_t* tile, int row0, int col0,
+                                                int lane) {
+  const int i = lane / 8, r = lane % 8;
+  return smem_addr(tile + Tile::offset(row0 + r + (i % 2) * 8, col0 + (i / 2) * 8));
+}
+// For two B fragments (n-tiles n0, n0 + 8) of Kᵀ from a row-major K tile at k-step col0:
+// matrices = (rows n0.., cols +0), (rows n0.., cols +8), (rows n0+8.., +0), (rows n0+8.., +8).
+template <class Tile>
+__device__ __forceinline__ uint32_t bt_frag_addr(const uint16_t* tile, int n0, int col0,
+                                                 int lane) {
+  const int i = lane / 8, r = lane % 8;
+  return smem_addr(tile + Tile::offset(n0 + r + (i / 2) * 8, col0 + (i % 2) * 8));
+}
+
+struct FwdState {
+  float m[2];  // running max of the (raw or logit) scores of this thread's rows g and g + 8
+  float l[2];  // this thread's partial row sums of exp2; reduced over the quad at the end
+};
+
+// One K/V tile for one warp. kMask: the tile straddles a mask or sequence boundary.
+template <class T, bool kMask>
+__device__ __forceinline__ void tile_step(const Params& p, const Visibility& vis,
+                                          const Logit<float>& logit, bool transform,
+                                          float scale_log2, int64_t row_g, int64_t n0,
+                                          int64_t len_k, const uint16_t* sQ, const uint16_t* sK,
+                                          const uint16_t* sV,
+                                          const uint32_t (&qf)[T::kQInRegs ? T::kHeadDim / 16 : 1][4],
+                                          float (&o)[T::kHeadDim / 8][4], FwdState& st,
+                                          int warp, int lane) {
+  using Tag = typename T::Tag;
+  constexpr int kNt = T::kBlockN / 8;  // n-tiles of S
+  const int t = lane % 4;
+
+  // S (16 x kBlockN) = Q Kᵀ
+  float s[kNt][4];
+#pragma unroll
+  for (int nt = 0; nt < kNt; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < T::kHeadDim / 16; ++ks) {
+    uint32_t a[4];
+    if constexpr (T::kQInRegs) {
+      a[0] = qf[ks][0]; a[1] = qf[ks][1]; a[2] = qf[ks][2]; a[3] = qf[ks][3];
+    } else {
+      ldmatrix_x4(a, a_frag_addr<typename T::QTile>(sQ, warp * 16, ks * 16, lane));
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNt; nt += 2) {
+      uint32_t b[4];
+      ldmatrix_x4(b, bt_frag_addr<typename T::KvTile>(sK, nt * 8, ks * 16, lane));
+      mma_m16n8k16<Tag>(s[nt], a, {b[0], b[1]});
+      mma_m16n8k16<Tag>(s[nt + 1], a, {b[2], b[3]});
+    }
+  }
+
+  // Element e of s[nt]: row row_g + 8 (e / 2), key n0 + 8 nt + 2t + e % 2.
+  if (transform) {
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s[nt][e] = logit(s[nt][e] * p.softmax_scale, row_g + 8 * (e / 2), n0 + 8 * nt + 2 * t + e % 2);
+  }
+  if constexpr (kMask) {
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t col = n0 + 8 * nt + 2 * t + e % 2;
+        if (col >= len_k || !vis.visible(row_g + 8 * (e / 2), col)) s[nt][e] = kNegInf;
+      }
+  }
+
+  // Online softmax: each row's 4 owning lanes (same g) agree on the max through two shuffles.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = st.m[r];
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_use = mx == kNegInf ? 0.f : mx;  // a row with nothing visible yet: exp -> 0
+    const float m_scaled = m_use * scale_log2;
+    const float alpha = exp2_fast(st.m[r] * scale_log2 - m_scaled);
+    st.m[r] = mx;
+    st.l[r] *= alpha;
+#pragma unroll
+    for (int nd = 0; nd < T::kHeadDim / 8; ++nd) {
+      o[nd][2 * r] *= alpha;
+      o[nd][2 * r + 1] *= alpha;
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) {
+      s[nt][2 * r] = exp2_fast(fmaf(s[nt][2 * r], scale_log2, -m_scaled));
+      s[nt][2 * r + 1] = exp2_fast(fmaf(s[nt][2 * r + 1], scale_log2, -m_scaled));
+      st.l[r] += s[nt][2 * r] + s[nt][2 * r + 1];
+    }
+  }
+
+  // O (16 x d) += P V, P straight from registers: n-tiles 2kk, 2kk+1 of S are k-step kk's A.
+#pragma unroll
+  for (int kk = 0; kk < T::kBlockN / 16; ++kk) {
+    const uint32_t a[4] = {pack2<Tag>(s[2 * kk][0], s[2 * kk][1]),
+                           pack2<Tag>(s[2 * kk][2], s[2 * kk][3]),
+                           pack2<Tag>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                           pack2<Tag>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+    for (int nd = 0; nd < T::kHeadDim / 8; nd += 2) {
+      uint32_t b[4];  // Vᵀ fragments via ldmatrix.trans: same quadrant order as an A fragment
+      ldmatrix_x4_trans(b, a_frag_addr<typename T::KvTile>(sV, kk * 16, nd * 8, lane));
+      mma_m16n8k16<Tag>(o[nd], a, {b[0], b[1]});
+      mma_m16n8k16<Tag>(o[nd + 1], a, {b[2], b[3]});
+    }
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_constant__ Params p) {
+  using Tag = typename T::Tag;
+  using QTile = typename T::QTile;
+  using KvTile = typename T::KvTile;
+  extern __shared__ __align__(128) uint16_t smem[];
+  uint16_t* sQ = smem;
+  uint16_t* sK = sQ + QTile::kElems;
+  uint16_t* sV = sK + T::kStages * KvTile::kElems;
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t m_block = int64_t(gridDim.x) - 1 - blockIdx.x;  // long causal blocks first
+  const int64_t h = blockIdx.y, b = blockIdx.z;
+  const SeqInfo sq = p.seq(b);
+  const int64_t m0 = m_block * T::kBlockM;
+  if (m0 >= sq.len_q) return;
+  const int64_t hk = h / p.group();
+  const int64_t rows = sq.len_q - m0 < T::kBlockM ? sq.len_q - m0 : T::kBlockM;
+  const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
+  const Logit<float> logit{p.softcap, p.alibi_slope(b, h), sq.len_k - sq.len_q};
+  const bool transform = p.softcap > 0.f || logit.alibi_slope != 0.f;
+  // Raw scores are scaled inside exp2; logits (softcap / ALiBi applied) already are.
+  const float scale_log2 = transform ? kLog2e : p.softmax_scale * kLog2e;
+  const int d = int(p.head_dim);
+
+  const uint16_t* q = p.q.at<const uint16_t>(b, sq.q_start + m0, h);
+  const uint16_t* k = p.k.at<const uint16_t>(b, sq.k_start, hk);
+  const uint16_t* v = p.v.at<const uint16_t>(b, sq.k_start, hk);
+  const int64_t key_begin = vis.key_begin(m0, sq.len_k), key_end = vis.key_end(m0 + rows, sq.len_k);
+  const int64_t n_begin = key_begin / T::kBlockN;
+  const int64_t n_end = key_begin < key_end ? (key_end + T::kBlockN - 1) / T::kBlockN : n_begin;
+
+  auto load_kv = [&](int64_t nb, int stage) {
+    const int64_t n0 = nb * T::kBlockN;
+    load_tile<KvTile, T::kThreads>(sK + stage * KvTile::kElems, k + n0 * p.k.stride_s,
+                                   p.k.stride_s, sq.len_k - n0, d, tid);
+    load_tile<KvTile, T::kThreads>(sV + stage * KvTile::kElems, v + n0 * p.v.stride_s,
+                                   p.v.stride_s, sq.len_k - n0, d, tid);
+  };
+  load_tile<QTile, T::kThreads>(sQ, q, p.q.stride_s, rows, d, tid);
+  if (n_begin < n_end) load_kv(n_begin, 0);
+  cp_async_commit();
+
+  float o[T::kHeadDim / 8][4];
+#pragma unroll
+  for (int nd = 0; nd < T::kHeadDim / 8; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.f;
+  FwdState st{{kNegInf, kNegInf}, {0.f, 0.f}};
+  uint32_t qf[T::kQInRegs ? T::kHeadDim / 16 : 1][4];
+  const int64_t row_g = m0 + warp * 16 + g;  // this thread's first row; the second is row_g + 8
+
+  for (int64_t nb = n_begin; nb < n_end; ++nb) {
+    const int stage = int((nb - n_begin) % T::kStages);
+    cp_async_wait<0>();
+    __syncthreads();  // tile nb landed for everyone; everyone is done with tile nb - 1
+    if (nb + 1 < n_end) load_kv(nb + 1, stage ^ 1);
+    cp_async_commit();
+    if constexpr (T::kQInRegs) {
+      if (nb == n_begin) {
+#pragma unroll
+        for (int ks = 0; ks < T::kHeadDim / 16; ++ks)
+          ldmatrix_x4(qf[ks], a_frag_addr<QTile>(sQ, warp * 16, ks * 16, lane));
+      }
+    }
+    const int64_t n0 = nb * T::kBlockN;
+    const bool masked = n0 + T::kBlockN > sq.len_k ||
+                        !vis.block_unmasked(m0, m0 + rows, n0, n0 + T::kBlockN);
+    const uint16_t* sKs = sK + stage * KvTile::kElems;
+    const uint16_t* sVs = sV + stage * KvTile::kElems;
+    if (masked)
+      tile_step<T, true>(p, vis, logit, transform, scale_log2, row_g, n0, sq.len_k, sQ, sKs, sVs,
+                         qf, o, st, warp, lane);
+    else
+      tile_step<T, false>(p, vis, logit, transform, scale_log2, row_g, n0, sq.len_k, sQ, sKs,
+                          sVs, qf, o, st, warp, lane);
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: finish the row sums over the quad, normalise, store O and LSE.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = st.l[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int64_t row = row_g + 8 * r;
+    if (row >= sq.len_q) continue;
+    const bool empty = l == 0.f;  // no visible key: O = 0, LSE = -inf
+    const float inv = empty ? 0.f : 1.f / l;
+    uint16_t* out = p.out.at<uint16_t>(b, sq.q_start + row, h);
+#pragma unroll
+    for (int nd = 0; nd < T::kHeadDim / 8; ++nd) {
+      const int col = nd * 8 + 2 * t;
+      if (col < d)
+        *reinterpret_cast<uint32_t*>(out + col) =
+            pack2<Tag>(o[nd][2 * r] * inv, o[nd][2 * r + 1] * inv);
+    }
+    if (t == 0)
+      p.lse.at(b, h, sq.q_start + row) =
+          empty ? kNegInf : (st.m[r] * scale_log2 + __log2f(l)) * kLn2;
+  }
+}
+
+}  // namespace fa::cuda::sm80

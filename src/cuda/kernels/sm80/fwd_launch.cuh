@@ -1,0 +1,30 @@
+// Host side of the sm80 forward: grid, shared-memory opt-in, launch. Included only by the
+// generated instantiation files (src/cuda/instantiations/), one (dtype, head_dim) each.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "api/error.h"
+#include "cuda/fwd_sm80.h"
+#include "cuda/kernels/sm80/fwd_kernel.cuh"
+
+namespace fa::cuda::sm80 {
+
+template <int kHeadDim, typename Tag>
+void run_fwd(const Params& p, cudaStream_t stream) {
+  using T = FwdTraits<kHeadDim, Tag>;
+  // Above 48 KB a kernel must opt in to dynamic shared memory; once per device and process is
+  // enough, but the call is cheap and idempotent, so it stays on the launch path for simplicity.
+  cudaError_t err = cudaFuncSetAttribute(fwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         T::kSmemBytes);
+  if (err != cudaSuccess)
+    fail(FA_ERROR_CUDA, "cudaFuncSetAttribute(fwd sm80 d", kHeadDim, "): ", cudaGetErrorString(err));
+  const dim3 grid(unsigned((p.seqlen_q + T::kBlockM - 1) / T::kBlockM), unsigned(p.heads_q),
+                  unsigned(p.batch));
+  fwd_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p);
+  err = cudaGetLastError();
+  if (err != cudaSuccess)
+    fail(FA_ERROR_CUDA, "forward kernel (sm80, d", kHeadDim, ") launch: ", cudaGetErrorString(err));
+}
+
+}  // namespace fa::cuda::sm80
