@@ -127,7 +127,7 @@ Problem::Problem(const Case& cs) : c(cs) {
   if (c.strided) {
     order4 = {0, 2, 1, 3};  // (batch, heads, seq, dim) in memory
     order3 = {1, 0, 2};     // (heads, tokens, dim)
-    pad = 3;
+    pad = c.pad;
   }
   if (c.varlen()) {
     std::vector<int32_t> cq{0}, ck{0};

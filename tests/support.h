@@ -58,6 +58,7 @@ struct Case {
   float softmax_scale = 0.f;
   std::vector<int32_t> lens_q, lens_k;  // non-empty: packed variable-length batch
   bool strided = false;                 // (batch, heads, seq, dim) memory order plus padding
+  int64_t pad = 3;                      // elements after each row when strided (GPU: 8, aligned)
   double input_scale = 1.0;             // stddev of q, k (v, dout stay at 1)
   uint64_t seed = 1;
 

@@ -32,6 +32,27 @@ void check_layout() {
     }
 }
 
+// The kernels' precomputed per-lane addressing equals the layout function, byte for byte.
+template <int kRows, int kCols>
+void check_lane_offsets() {
+  using Tile = SwizzledTile<kRows, kCols>;
+  for (int lr = 0; lr < 16; ++lr)
+    for (int lc : {0, 8}) {
+      const auto lo = Tile::lane_offsets(lr, lc);
+      for (int row0 = 0; row0 + 16 <= kRows; row0 += 8)
+        for (int col0 = 0; col0 + 16 <= kCols; col0 += 16)
+          ASSERT_EQ(Tile::frag_offset(lo, row0, col0), uint32_t(2 * Tile::offset(row0 + lr, col0 + lc)))
+              << "lr " << lr << " lc " << lc << " row0 " << row0 << " col0 " << col0;
+    }
+}
+
+TEST(Swizzle, LaneOffsetsMatchLayout) {
+  check_lane_offsets<128, 64>();
+  check_lane_offsets<128, 96>();
+  check_lane_offsets<64, 256>();
+  check_lane_offsets<32, 224>();
+}
+
 TEST(Swizzle, LayoutsOfEveryInstantiatedTile) {
   check_layout<128, 32>();
   check_layout<128, 64>();

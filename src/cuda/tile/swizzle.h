@@ -9,6 +9,8 @@
 // Host-testable: tests/test_swizzle.cpp.
 #pragma once
 
+#include <cstdint>
+
 #include "common/host_device.h"
 
 namespace fa::cuda {
@@ -22,6 +24,25 @@ struct SwizzledTile {
   static constexpr int kBlocks = (kCols + kBlockCols - 1) / kBlockCols;
   static constexpr int kElems = kBlocks * kRows * kBlockCols;  // storage, padding included
   static_assert(kRows % 8 == 0, "the swizzle period is 8 rows");
+
+  // Fragment addressing without per-fragment swizzle arithmetic. For the byte offset of
+  // (row0 + lr, col0 + lc) with row0 % 8 == 0, col0 % 16 == 0 and lc in {0, 8}:
+  //   block(col0) * kRows * 128 + row0 * 128 + [(lr * 128 + lc * 2 + j * 32) ^ ((lr % 8) << 4)]
+  // where j = (col0 % 64) / 16. The bracket depends only on the lane (lr, lc) and j, so a thread
+  // computes its four values once; every fragment address is then one of them plus a constant.
+  struct LaneOffsets {
+    uint32_t v[4];  // bytes, for j = 0..3
+  };
+  FA_HOST_DEVICE static LaneOffsets lane_offsets(int lr, int lc) {
+    LaneOffsets lo;
+    for (int j = 0; j < 4; ++j)
+      lo.v[j] = uint32_t((lr * 128 + lc * 2 + j * 32) ^ ((lr % 8) << 4));
+    return lo;
+  }
+  FA_HOST_DEVICE static uint32_t frag_offset(const LaneOffsets& lo, int row0, int col0) {
+    return uint32_t((col0 / kBlockCols) * kRows * kBlockCols * 2 + row0 * kBlockCols * 2) +
+           lo.v[(col0 % kBlockCols) / 16];
+  }
 
   // Element offset of (row, col); col % 8 is preserved inside the chunk.
   FA_HOST_DEVICE static int offset(int row, int col) {

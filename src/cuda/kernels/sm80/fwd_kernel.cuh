@@ -52,120 +52,142 @@ __device__ __forceinline__ void load_tile(uint16_t* smem, const uint16_t* gmem, 
   }
 }
 
-// ldmatrix.x4 address of this lane for a 16x16 A fragment at (row0, col0) of a row-major tile:
-// matrices 0..3 = (rows +0, cols +0), (rows +8, cols +0), (rows +0, cols +8), (rows +8, cols +8).
+// ldmatrix.x4 lane roles. For a 16x16 A fragment at (row0, col0) of a row-major tile the four
+// matrices are (rows +0, cols +0), (rows +8, cols +0), (rows +0, cols +8), (rows +8, cols +8):
+// lane l addresses row (l % 8) + 8 ((l / 8) % 2), column 8 (l / 16). The same order gives Vᵀ
+// fragments through ldmatrix.trans. For two n-tiles of Kᵀ (B fragments) at (n0, col0) the
+// matrices are (rows n0, cols +0), (n0, +8), (n0 + 8, +0), (n0 + 8, +8): row (l % 8) + 8 (l / 16),
+// column 8 ((l / 8) % 2).
 template <class Tile>
-__device__ __forceinline__ uint32_t a_frag_addr(const uint16_t* tile, int row0, int col0,
-                                                int lane) {
-  const int i = lane / 8, r = lane % 8;
-  return smem_addr(tile + Tile::offset(row0 + r + (i % 2) * 8, col0 + (i / 2) * 8));
+__device__ __forceinline__ typename Tile::LaneOffsets a_lane(int lane) {
+  return Tile::lane_offsets(lane % 8 + 8 * ((lane / 8) % 2), 8 * (lane / 16));
 }
-// For two B fragments (n-tiles n0, n0 + 8) of Kᵀ from a row-major K tile at k-step col0:
-// matrices = (rows n0.., cols +0), (rows n0.., cols +8), (rows n0+8.., +0), (rows n0+8.., +8).
 template <class Tile>
-__device__ __forceinline__ uint32_t bt_frag_addr(const uint16_t* tile, int n0, int col0,
-                                                 int lane) {
-  const int i = lane / 8, r = lane % 8;
-  return smem_addr(tile + Tile::offset(n0 + r + (i / 2) * 8, col0 + (i % 2) * 8));
+__device__ __forceinline__ typename Tile::LaneOffsets bt_lane(int lane) {
+  return Tile::lane_offsets(lane % 8 + 8 * (lane / 16), 8 * ((lane / 8) % 2));
 }
 
+// Per thread: rows g and g + 8 of each of the warp's m-tiles.
+template <int kMTiles>
 struct FwdState {
-  float m[2];  // running max of the (raw or logit) scores of this thread's rows g and g + 8
-  float l[2];  // this thread's partial row sums of exp2; reduced over the quad at the end
+  float m[kMTiles][2];  // running max of the (raw or logit) scores
+  float l[kMTiles][2];  // this thread's partial row sums of exp2; reduced over the quad at the end
 };
 
 // One K/V tile for one warp. kMask: the tile straddles a mask or sequence boundary.
+// Element e of s[mt][nt]: row row_g + 16 mt + 8 (e / 2), key n0 + 8 nt + 2t + e % 2.
 template <class T, bool kMask>
 __device__ __forceinline__ void tile_step(const Params& p, const Visibility& vis,
                                           const Logit<float>& logit, bool transform,
                                           float scale_log2, int64_t row_g, int64_t n0,
-                                          int64_t len_k, const uint16_t* sQ, const uint16_t* sK,
-                                          const uint16_t* sV,
-                                          const uint32_t (&qf)[T::kQInRegs ? T::kHeadDim / 16 : 1][4],
-                                          float (&o)[T::kHeadDim / 8][4], FwdState& st,
-                                          int warp, int lane) {
+                                          int64_t len_k, uint32_t sQ, uint32_t sK, uint32_t sV,
+                                          const typename T::QTile::LaneOffsets& q_lane,
+                                          const typename T::KvTile::LaneOffsets& k_lane,
+                                          const typename T::KvTile::LaneOffsets& v_lane,
+                                          float (&o)[T::kMTiles][T::kHeadDim / 8][4],
+                                          FwdState<T::kMTiles>& st, int warp, int lane) {
   using Tag = typename T::Tag;
+  constexpr int kM = T::kMTiles;
   constexpr int kNt = T::kBlockN / 8;  // n-tiles of S
   const int t = lane % 4;
 
-  // S (16 x kBlockN) = Q Kᵀ
-  float s[kNt][4];
+  // S (kM x 16 rows, kBlockN) = Q Kᵀ; each K fragment serves every m-tile of the warp.
+  float s[kM][kNt][4];
 #pragma unroll
-  for (int nt = 0; nt < kNt; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+  for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNt; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
 #pragma unroll
   for (int ks = 0; ks < T::kHeadDim / 16; ++ks) {
-    uint32_t a[4];
-    if constexpr (T::kQInRegs) {
-      a[0] = qf[ks][0]; a[1] = qf[ks][1]; a[2] = qf[ks][2]; a[3] = qf[ks][3];
-    } else {
-      ldmatrix_x4(a, a_frag_addr<typename T::QTile>(sQ, warp * 16, ks * 16, lane));
-    }
+    uint32_t a[kM][4];
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt)
+      ldmatrix_x4(a[mt], sQ + T::QTile::frag_offset(q_lane, warp * T::kRowsPerWarp + 16 * mt,
+                                                     ks * 16));
 #pragma unroll
     for (int nt = 0; nt < kNt; nt += 2) {
       uint32_t b[4];
-      ldmatrix_x4(b, bt_frag_addr<typename T::KvTile>(sK, nt * 8, ks * 16, lane));
-      mma_m16n8k16<Tag>(s[nt], a, {b[0], b[1]});
-      mma_m16n8k16<Tag>(s[nt + 1], a, {b[2], b[3]});
+      ldmatrix_x4(b, sK + T::KvTile::frag_offset(k_lane, nt * 8, ks * 16));
+#pragma unroll
+      for (int mt = 0; mt < kM; ++mt) {
+        mma_m16n8k16<Tag>(s[mt][nt], a[mt], {b[0], b[1]});
+        mma_m16n8k16<Tag>(s[mt][nt + 1], a[mt], {b[2], b[3]});
+      }
     }
   }
 
-  // Element e of s[nt]: row row_g + 8 (e / 2), key n0 + 8 nt + 2t + e % 2.
   if (transform) {
 #pragma unroll
-    for (int nt = 0; nt < kNt; ++nt)
+    for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        s[nt][e] = logit(s[nt][e] * p.softmax_scale, row_g + 8 * (e / 2), n0 + 8 * nt + 2 * t + e % 2);
+      for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          s[mt][nt][e] = logit(s[mt][nt][e] * p.softmax_scale, row_g + 16 * mt + 8 * (e / 2),
+                               n0 + 8 * nt + 2 * t + e % 2);
   }
   if constexpr (kMask) {
 #pragma unroll
-    for (int nt = 0; nt < kNt; ++nt)
+    for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t col = n0 + 8 * nt + 2 * t + e % 2;
-        if (col >= len_k || !vis.visible(row_g + 8 * (e / 2), col)) s[nt][e] = kNegInf;
-      }
+      for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t col = n0 + 8 * nt + 2 * t + e % 2;
+          if (col >= len_k || !vis.visible(row_g + 16 * mt + 8 * (e / 2), col))
+            s[mt][nt][e] = kNegInf;
+        }
   }
 
   // Online softmax: each row's 4 owning lanes (same g) agree on the max through two shuffles.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float mx = st.m[r];
+  for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < kNt; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_use = mx == kNegInf ? 0.f : mx;  // a row with nothing visible yet: exp -> 0
-    const float m_scaled = m_use * scale_log2;
-    const float alpha = exp2_fast(st.m[r] * scale_log2 - m_scaled);
-    st.m[r] = mx;
-    st.l[r] *= alpha;
+    for (int r = 0; r < 2; ++r) {
+      float mx = st.m[mt][r];
 #pragma unroll
-    for (int nd = 0; nd < T::kHeadDim / 8; ++nd) {
-      o[nd][2 * r] *= alpha;
-      o[nd][2 * r + 1] *= alpha;
+      for (int nt = 0; nt < kNt; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_use = mx == kNegInf ? 0.f : mx;  // a row with nothing visible yet: exp -> 0
+      const float m_scaled = m_use * scale_log2;
+      const float alpha = exp2_fast(st.m[mt][r] * scale_log2 - m_scaled);
+      st.m[mt][r] = mx;
+      st.l[mt][r] *= alpha;
+#pragma unroll
+      for (int nd = 0; nd < T::kHeadDim / 8; ++nd) {
+        o[mt][nd][2 * r] *= alpha;
+        o[mt][nd][2 * r + 1] *= alpha;
+      }
+#pragma unroll
+      for (int nt = 0; nt < kNt; ++nt) {
+        s[mt][nt][2 * r] = exp2_fast(fmaf(s[mt][nt][2 * r], scale_log2, -m_scaled));
+        s[mt][nt][2 * r + 1] = exp2_fast(fmaf(s[mt][nt][2 * r + 1], scale_log2, -m_scaled));
+        st.l[mt][r] += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
+      }
     }
-#pragma unroll
-    for (int nt = 0; nt < kNt; ++nt) {
-      s[nt][2 * r] = exp2_fast(fmaf(s[nt][2 * r], scale_log2, -m_scaled));
-      s[nt][2 * r + 1] = exp2_fast(fmaf(s[nt][2 * r + 1], scale_log2, -m_scaled));
-      st.l[r] += s[nt][2 * r] + s[nt][2 * r + 1];
-    }
-  }
 
-  // O (16 x d) += P V, P straight from registers: n-tiles 2kk, 2kk+1 of S are k-step kk's A.
+  // O += P V, P straight from registers: n-tiles 2kk, 2kk+1 of S are k-step kk's A fragment;
+  // each V fragment serves every m-tile.
 #pragma unroll
   for (int kk = 0; kk < T::kBlockN / 16; ++kk) {
-    const uint32_t a[4] = {pack2<Tag>(s[2 * kk][0], s[2 * kk][1]),
-                           pack2<Tag>(s[2 * kk][2], s[2 * kk][3]),
-                           pack2<Tag>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                           pack2<Tag>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+    uint32_t a[kM][4];
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt) {
+      a[mt][0] = pack2<Tag>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+      a[mt][1] = pack2<Tag>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+      a[mt][2] = pack2<Tag>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+      a[mt][3] = pack2<Tag>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+    }
 #pragma unroll
     for (int nd = 0; nd < T::kHeadDim / 8; nd += 2) {
       uint32_t b[4];  // Vᵀ fragments via ldmatrix.trans: same quadrant order as an A fragment
-      ldmatrix_x4_trans(b, a_frag_addr<typename T::KvTile>(sV, kk * 16, nd * 8, lane));
-      mma_m16n8k16<Tag>(o[nd], a, {b[0], b[1]});
-      mma_m16n8k16<Tag>(o[nd + 1], a, {b[2], b[3]});
+      ldmatrix_x4_trans(b, sV + T::KvTile::frag_offset(v_lane, kk * 16, nd * 8));
+#pragma unroll
+      for (int mt = 0; mt < kM; ++mt) {
+        mma_m16n8k16<Tag>(o[mt][nd], a[mt], {b[0], b[1]});
+        mma_m16n8k16<Tag>(o[mt][nd + 1], a[mt], {b[2], b[3]});
+      }
     }
   }
 }
@@ -175,6 +197,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
   using Tag = typename T::Tag;
   using QTile = typename T::QTile;
   using KvTile = typename T::KvTile;
+  constexpr int kM = T::kMTiles;
   extern __shared__ __align__(128) uint16_t smem[];
   uint16_t* sQ = smem;
   uint16_t* sK = sQ + QTile::kElems;
@@ -214,12 +237,23 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
   if (n_begin < n_end) load_kv(n_begin, 0);
   cp_async_commit();
 
-  float o[T::kHeadDim / 8][4];
+  float o[kM][T::kHeadDim / 8][4];
 #pragma unroll
-  for (int nd = 0; nd < T::kHeadDim / 8; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.f;
-  FwdState st{{kNegInf, kNegInf}, {0.f, 0.f}};
-  uint32_t qf[T::kQInRegs ? T::kHeadDim / 16 : 1][4];
-  const int64_t row_g = m0 + warp * 16 + g;  // this thread's first row; the second is row_g + 8
+  for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+    for (int nd = 0; nd < T::kHeadDim / 8; ++nd)
+      o[mt][nd][0] = o[mt][nd][1] = o[mt][nd][2] = o[mt][nd][3] = 0.f;
+  FwdState<kM> st;
+#pragma unroll
+  for (int mt = 0; mt < kM; ++mt) {
+    st.m[mt][0] = st.m[mt][1] = kNegInf;
+    st.l[mt][0] = st.l[mt][1] = 0.f;
+  }
+  const auto q_lane = a_lane<QTile>(lane);
+  const auto k_lane = bt_lane<KvTile>(lane);
+  const auto v_lane = a_lane<KvTile>(lane);
+  // This thread's first row; the others are row_g + 8 and + 16 mt.
+  const int64_t row_g = m0 + warp * T::kRowsPerWarp + g;
 
   for (int64_t nb = n_begin; nb < n_end; ++nb) {
     const int stage = int((nb - n_begin) % T::kStages);
@@ -227,49 +261,44 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
     __syncthreads();  // tile nb landed for everyone; everyone is done with tile nb - 1
     if (nb + 1 < n_end) load_kv(nb + 1, stage ^ 1);
     cp_async_commit();
-    if constexpr (T::kQInRegs) {
-      if (nb == n_begin) {
-#pragma unroll
-        for (int ks = 0; ks < T::kHeadDim / 16; ++ks)
-          ldmatrix_x4(qf[ks], a_frag_addr<QTile>(sQ, warp * 16, ks * 16, lane));
-      }
-    }
     const int64_t n0 = nb * T::kBlockN;
     const bool masked = n0 + T::kBlockN > sq.len_k ||
                         !vis.block_unmasked(m0, m0 + rows, n0, n0 + T::kBlockN);
-    const uint16_t* sKs = sK + stage * KvTile::kElems;
-    const uint16_t* sVs = sV + stage * KvTile::kElems;
+    const uint32_t sKs = smem_addr(sK + stage * KvTile::kElems);
+    const uint32_t sVs = smem_addr(sV + stage * KvTile::kElems);
     if (masked)
-      tile_step<T, true>(p, vis, logit, transform, scale_log2, row_g, n0, sq.len_k, sQ, sKs, sVs,
-                         qf, o, st, warp, lane);
+      tile_step<T, true>(p, vis, logit, transform, scale_log2, row_g, n0, sq.len_k, smem_addr(sQ),
+                         sKs, sVs, q_lane, k_lane, v_lane, o, st, warp, lane);
     else
-      tile_step<T, false>(p, vis, logit, transform, scale_log2, row_g, n0, sq.len_k, sQ, sKs,
-                          sVs, qf, o, st, warp, lane);
+      tile_step<T, false>(p, vis, logit, transform, scale_log2, row_g, n0, sq.len_k,
+                          smem_addr(sQ), sKs, sVs, q_lane, k_lane, v_lane, o, st, warp, lane);
   }
   cp_async_wait<0>();
 
   // Epilogue: finish the row sums over the quad, normalise, store O and LSE.
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = st.l[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const int64_t row = row_g + 8 * r;
-    if (row >= sq.len_q) continue;
-    const bool empty = l == 0.f;  // no visible key: O = 0, LSE = -inf
-    const float inv = empty ? 0.f : 1.f / l;
-    uint16_t* out = p.out.at<uint16_t>(b, sq.q_start + row, h);
+  for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
-    for (int nd = 0; nd < T::kHeadDim / 8; ++nd) {
-      const int col = nd * 8 + 2 * t;
-      if (col < d)
-        *reinterpret_cast<uint32_t*>(out + col) =
-            pack2<Tag>(o[nd][2 * r] * inv, o[nd][2 * r + 1] * inv);
+    for (int r = 0; r < 2; ++r) {
+      float l = st.l[mt][r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int64_t row = row_g + 16 * mt + 8 * r;
+      if (row >= sq.len_q) continue;
+      const bool empty = l == 0.f;  // no visible key: O = 0, LSE = -inf
+      const float inv = empty ? 0.f : 1.f / l;
+      uint16_t* out = p.out.at<uint16_t>(b, sq.q_start + row, h);
+#pragma unroll
+      for (int nd = 0; nd < T::kHeadDim / 8; ++nd) {
+        const int col = nd * 8 + 2 * t;
+        if (col < d)
+          *reinterpret_cast<uint32_t*>(out + col) =
+              pack2<Tag>(o[mt][nd][2 * r] * inv, o[mt][nd][2 * r + 1] * inv);
+      }
+      if (t == 0)
+        p.lse.at(b, h, sq.q_start + row) =
+            empty ? kNegInf : (st.m[mt][r] * scale_log2 + __log2f(l)) * kLn2;
     }
-    if (t == 0)
-      p.lse.at(b, h, sq.q_start + row) =
-          empty ? kNegInf : (st.m[r] * scale_log2 + __log2f(l)) * kLn2;
-  }
 }
 
 }  // namespace fa::cuda::sm80

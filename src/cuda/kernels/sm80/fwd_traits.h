@@ -12,20 +12,23 @@ struct FwdTraits {
   static_assert(kHeadDim % 32 == 0 && kHeadDim >= 32 && kHeadDim <= 256,
                 "instantiated head dims are multiples of 32 up to 256; others round up");
 
-  // 16 query rows per warp: one m16 tile, so each thread owns 2 rows of S and O.
-  static constexpr int kRowsPerWarp = 16;
-  // 8 warps: 128 query rows share every K/V tile brought into shared memory.
-  static constexpr int kWarps = 8;
+  // Each warp owns kMTiles m16 row tiles and reuses every K/V fragment it loads from shared
+  // memory for all of them: with one tile a warp issues one ldmatrix.x4 per two mma and shared
+  // memory bandwidth caps it near half of PyTorch's FA2 (measured: 0.55x at d=128); two tiles
+  // halve the shared-memory traffic per mma. Above d = 128 the O accumulator of two tiles
+  // (2 x d/2 fp32 registers) no longer fits, so those dims keep one.
+  static constexpr int kMTiles = kHeadDim <= 128 ? 2 : 1;
+  static constexpr int kRowsPerWarp = 16 * kMTiles;
+  // Four warps, as FlashAttention-2 uses: 128 rows (64 above d = 128) share each K/V tile.
+  static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kBlockM = kRowsPerWarp * kWarps;
-  // Keys per step: 64 keeps S at 32 fp32 registers a thread; at d > 128 the O accumulator alone
-  // is 64+ registers, so 32 keys keep the K/V stages (and registers) in budget.
-  static constexpr int kBlockN = kHeadDim <= 128 ? 64 : 32;
+  // Keys per step: S costs kMTiles * kBlockN / 2 fp32 registers a thread. 64 keys at d <= 96;
+  // at d = 128 the 128-register O leaves room for 32 only without spilling; above d = 128 one
+  // m-tile leaves room for 64 again, and K/V stages stay within sm80's 163 KB.
+  static constexpr int kBlockN = kHeadDim <= 128 ? 32 : (kHeadDim <= 192 ? 64 : 32);
   // Two K/V stages: tile j+1 streams in (cp.async) while tile j is computed.
   static constexpr int kStages = 2;
-  // Q fragments stay in registers up to d = 128 (d/4 registers); above, they are re-read from
-  // shared memory each step, which costs ldmatrix bandwidth but avoids spills.
-  static constexpr bool kQInRegs = kHeadDim <= 64;
 
   using QTile = SwizzledTile<kBlockM, kHeadDim>;
   using KvTile = SwizzledTile<kBlockN, kHeadDim>;
