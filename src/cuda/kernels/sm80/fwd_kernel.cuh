@@ -27,7 +27,6 @@
 namespace fa::cuda::sm80 {
 
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kNegInf = -__builtin_huge_valf();
 
 __device__ __forceinline__ float exp2_fast(float x) {  // ex2.approx: 2^-inf = +0
@@ -116,27 +115,43 @@ __device__ __forceinline__ void tile_step(const Params& p, const Visibility& vis
     }
   }
 
+  // Logit transform and mask in 32-bit tile-relative coordinates: key n0 + c with
+  // c = 8 nt + 2t + e % 2 (so c is a constant plus 2t), one diagonal / key range per row.
   if (transform) {
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < kNt; ++nt)
+      for (int r = 0; r < 2; ++r) {
+        const int diag = int(row_g + 16 * mt + 8 * r + vis.offset - n0);  // row's diagonal - n0
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          s[mt][nt][e] = logit(s[mt][nt][e] * p.softmax_scale, row_g + 16 * mt + 8 * (e / 2),
-                               n0 + 8 * nt + 2 * t + e % 2);
+        for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float x = s[mt][nt][2 * r + e] * p.softmax_scale;
+            if (logit.softcap > 0.f) x = logit.softcap * tanhf(x / logit.softcap);
+            x -= logit.alibi_slope * fabsf(float(diag - (8 * nt + 2 * t + e)));
+            s[mt][nt][2 * r + e] = x;
+          }
+      }
   }
   if constexpr (kMask) {
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < kNt; ++nt)
+      for (int r = 0; r < 2; ++r) {
+        const int64_t row = row_g + 16 * mt + 8 * r;
+        // Visible keys of this row, relative to n0 and clamped to the tile: [lo, hi).
+        const int64_t lo64 = vis.key_begin(row, len_k) - n0, hi64 = vis.key_end(row + 1, len_k) - n0;
+        const int lo = int(lo64 < 0 ? 0 : (lo64 > T::kBlockN ? T::kBlockN : lo64));
+        const int hi = int(hi64 < 0 ? 0 : (hi64 > T::kBlockN ? T::kBlockN : hi64));
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t col = n0 + 8 * nt + 2 * t + e % 2;
-          if (col >= len_k || !vis.visible(row_g + 16 * mt + 8 * (e / 2), col))
-            s[mt][nt][e] = kNegInf;
-        }
+        for (int nt = 0; nt < kNt; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int c = 8 * nt + 2 * t + e;
+            if (c < lo || c >= hi) s[mt][nt][2 * r + e] = kNegInf;
+          }
+      }
   }
 
   // Online softmax: each row's 4 owning lanes (same g) agree on the max through two shuffles.
@@ -295,9 +310,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_consta
           *reinterpret_cast<uint32_t*>(out + col) =
               pack2<Tag>(o[mt][nd][2 * r] * inv, o[mt][nd][2 * r + 1] * inv);
       }
-      if (t == 0)
-        p.lse.at(b, h, sq.q_start + row) =
-            empty ? kNegInf : (st.m[mt][r] * scale_log2 + __log2f(l)) * kLn2;
+      // LSE = max logit + ln(l), the max in natural units (scale applied unless logits already
+      // are): exact where going through log2 units would lose ~|m| * 2^-23 twice.
+      const float m_nat = transform ? st.m[mt][r] : st.m[mt][r] * p.softmax_scale;
+      if (t == 0) p.lse.at(b, h, sq.q_start + row) = empty ? kNegInf : m_nat + logf(l);
     }
 }
 

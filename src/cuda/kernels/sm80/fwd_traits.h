@@ -3,6 +3,10 @@
 
 #include "cuda/tile/swizzle.h"
 
+#ifndef FA_SM80_FWD_BLOCK_N_D128
+#define FA_SM80_FWD_BLOCK_N_D128 32
+#endif
+
 namespace fa::cuda::sm80 {
 
 template <int kHeadDim_, typename Tag_>
@@ -23,10 +27,15 @@ struct FwdTraits {
   static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kBlockM = kRowsPerWarp * kWarps;
-  // Keys per step: S costs kMTiles * kBlockN / 2 fp32 registers a thread. 64 keys at d <= 96;
-  // at d = 128 the 128-register O leaves room for 32 only without spilling; above d = 128 one
-  // m-tile leaves room for 64 again, and K/V stages stay within sm80's 163 KB.
-  static constexpr int kBlockN = kHeadDim <= 128 ? 32 : (kHeadDim <= 192 ? 64 : 32);
+  // Keys per step: S costs kMTiles * kBlockN / 2 fp32 registers a thread. 64 up to d = 96;
+  // at d = 128 the 128-register O leaves room for 32 with few spills (64 spills 140 bytes);
+  // above d = 128 one m-tile leaves room for 64 up to d = 192, and 32 keeps d = 224 / 256 in
+  // registers and the K/V stages within sm80's 163 KB. FA_SM80_FWD_BLOCK_N_D128 overrides the
+  // d = 128 choice for tuning runs (bench/gpu_tune.sh).
+  static constexpr int kBlockN = kHeadDim <= 96    ? 64
+                                 : kHeadDim == 128 ? FA_SM80_FWD_BLOCK_N_D128
+                                 : kHeadDim <= 192 ? 64
+                                                   : 32;
   // Two K/V stages: tile j+1 streams in (cp.async) while tile j is computed.
   static constexpr int kStages = 2;
 
