@@ -166,7 +166,9 @@ __device__ __forceinline__ void tile_step(const Params& p, const Visibility& vis
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_use = mx == kNegInf ? 0.f : mx;  // a row with nothing visible yet: exp -> 0
       const float m_scaled = m_use * scale_log2;
-      const float alpha = exp2_fast(st.m[mt][r] * scale_log2 - m_scaled);
+      // Difference first, then scale: with |logits| ~ 1e3 (ALiBi over long rows) the two rounded
+      // products would each be ~1e-4 off, and the error would compound over every rescale.
+      const float alpha = exp2_fast((st.m[mt][r] - m_use) * scale_log2);
       st.m[mt][r] = mx;
       st.l[mt][r] *= alpha;
 #pragma unroll
