@@ -19,13 +19,11 @@ summary=()
 
 t0=$(date +%s)
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFA_ARCHS="${FA_ARCHS:-90a}" \
-  -DFA_GTEST_SOURCE_DIR="$gtest_src" > "$out/build.log" 2>&1 &&
+  -DFA_GTEST_SOURCE_DIR="$gtest_src" -DFA_CUDA_RESOURCE_USAGE=ON > "$out/build.log" 2>&1 &&
   cmake --build build-gpu -j "$jobs" >> "$out/build.log" 2>&1
 rc=$?
 summary+=("build: rc=$rc in $(( $(date +%s) - t0 ))s")
 if [ $rc -ne 0 ]; then tail -40 "$out/build.log"; exit 1; fi
-grep -E "Function properties for .*fwd_kernel|registers|spill" "$out/build.log" | grep -B1 -E "registers" | \
-  grep -oE "(Used [0-9]+ registers|[0-9]+ bytes spill stores)" | paste - - | sort | uniq -c > /dev/null || true
 
 t0=$(date +%s)
 ./build-gpu/tests/fa_tests --gtest_filter='Grid/Gpu*' > "$out/gpu-tests.log" 2>&1

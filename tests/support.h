@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -65,6 +66,9 @@ struct Case {
   bool varlen() const { return !lens_q.empty(); }
   std::string name() const;
 };
+
+// GoogleTest prints a parameter with this (test listings show the case name, not its bytes).
+inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name(); }
 
 // Tensors of one attention call, filled with fresh random values; outputs poisoned.
 struct Problem {

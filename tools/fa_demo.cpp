@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,84 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
+#ifdef FA_DEMO_CUDA
+uint16_t to_bf16_bits(float f) {  // round to nearest even (inputs are finite)
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+float from_bf16_bits(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+#define DEMO_CUDA_CHECK(call)                                                        \
+  do {                                                                               \
+    const cudaError_t e_ = (call);                                                   \
+    if (e_ != cudaSuccess) {                                                         \
+      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));              \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
+
+// Forward on GPU 0 in bf16: rounds q, k, v in `b` to bf16 (so the CPU reference sees the same
+// inputs), runs the kernel `reps` times, leaves the output in b.out and returns the median ms.
+double run_gpu_forward(const Shape& s, Buffers& b, int reps) {
+  const int64_t B = s.batch, S = s.seqlen, Hq = s.heads_q, Hk = s.heads_kv, D = s.head_dim;
+  auto upload = [](std::vector<float>& host) {
+    std::vector<uint16_t> bits(host.size());
+    for (size_t i = 0; i < host.size(); ++i) {
+      bits[i] = to_bf16_bits(host[i]);
+      host[i] = from_bf16_bits(bits[i]);
+    }
+    void* dev = nullptr;
+    DEMO_CUDA_CHECK(cudaMalloc(&dev, bits.size() * 2));
+    DEMO_CUDA_CHECK(cudaMemcpy(dev, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
+    return dev;
+  };
+  void* q = upload(b.q);
+  void* k = upload(b.k);
+  void* v = upload(b.v);
+  void *out = nullptr, *lse = nullptr;
+  DEMO_CUDA_CHECK(cudaMalloc(&out, b.out.size() * 2));
+  DEMO_CUDA_CHECK(cudaMalloc(&lse, b.lse.size() * 4));
+  using fa::Tensor;
+  const fa_device dev = fa::cuda_device(0);
+  fa::Options o;
+  o.causal = s.causal;
+  const fa_params p = fa::make_params(Tensor::contiguous(q, FA_DTYPE_BF16, {B, S, Hq, D}, dev),
+                                      Tensor::contiguous(k, FA_DTYPE_BF16, {B, S, Hk, D}, dev),
+                                      Tensor::contiguous(v, FA_DTYPE_BF16, {B, S, Hk, D}, dev),
+                                      Tensor::contiguous(out, FA_DTYPE_BF16, {B, S, Hq, D}, dev),
+                                      Tensor::contiguous(lse, FA_DTYPE_FP32, {B, Hq, S}, dev), o);
+  cudaEvent_t e0, e1;
+  DEMO_CUDA_CHECK(cudaEventCreate(&e0));
+  DEMO_CUDA_CHECK(cudaEventCreate(&e1));
+  fa::forward(p, nullptr, 0);  // warm-up (no workspace needed by the forward)
+  std::vector<double> ms;
+  for (int r = 0; r < reps; ++r) {
+    DEMO_CUDA_CHECK(cudaEventRecord(e0));
+    fa::forward(p, nullptr, 0);
+    DEMO_CUDA_CHECK(cudaEventRecord(e1));
+    DEMO_CUDA_CHECK(cudaEventSynchronize(e1));
+    float t = 0;
+    DEMO_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t);
+  }
+  std::vector<uint16_t> bits(b.out.size());
+  DEMO_CUDA_CHECK(cudaMemcpy(bits.data(), out, bits.size() * 2, cudaMemcpyDeviceToHost));
+  DEMO_CUDA_CHECK(cudaMemcpy(b.lse.data(), lse, b.lse.size() * 4, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < bits.size(); ++i) b.out[i] = from_bf16_bits(bits[i]);
+  for (void* ptr : {q, k, v, out, lse}) cudaFree(ptr);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+#endif
+
 bool gpu_usable(std::string* why) {
   if (fa_cuda_device_count() == 0) {
     *why = "no CUDA device";
@@ -105,18 +185,70 @@ int main(int argc, char** argv) {
   }
   std::printf("%s\n", fa_build_info());
   std::string why;
-  if (gpu_usable(&why)) {
-    std::printf("device: CUDA GPU 0\n");
-  } else {
-    std::printf("device: CPU (GPU not used: %s)\n", why.c_str());
+  const bool gpu = gpu_usable(&why);
+  if (!gpu) std::printf("device: CPU (GPU not used: %s)\n", why.c_str());
+#ifdef FA_DEMO_CUDA
+  if (gpu) {
+    cudaDeviceProp prop;
+    DEMO_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s (forward on the GPU in bf16; backward on the CPU flash backend until the "
+                "CUDA backward lands)\n", prop.name);
+    std::vector<Shape> gpu_shapes = {{4, 16, 16, 1024, 64, false},  {2, 16, 16, 4096, 128, false},
+                                     {2, 16, 16, 4096, 128, true}, {1, 16, 4, 8192, 128, true}};
+    if (quick) gpu_shapes.resize(2);
+    std::printf("\n%-28s %-7s %10s %10s %14s\n", "GPU fwd (b,hq,hkv,s,d)", "causal", "ms", "TFLOP/s",
+                "err vs CPU ref");
+    std::mt19937 grng(7);
+    std::normal_distribution<float> gnd;
+    bool gok = true;
+    for (const Shape& s : gpu_shapes) {
+      Buffers b;
+      const size_t nq = size_t(s.batch * s.seqlen * s.heads_q * s.head_dim);
+      const size_t nk = size_t(s.batch * s.seqlen * s.heads_kv * s.head_dim);
+      for (auto* vec : {&b.q}) { vec->resize(nq); for (float& x : *vec) x = gnd(grng); }
+      for (auto* vec : {&b.k, &b.v}) { vec->resize(nk); for (float& x : *vec) x = gnd(grng); }
+      b.out.resize(nq);
+      b.lse.resize(size_t(s.batch * s.heads_q * s.seqlen));
+      const double ms = run_gpu_forward(s, b, 20);
+      // Check the first batch entry against the CPU flash backend on the same (bf16-rounded) inputs.
+      Shape one = s;
+      one.batch = 1;
+      Buffers r;
+      r.q.assign(b.q.begin(), b.q.begin() + long(nq / size_t(s.batch)));
+      r.k.assign(b.k.begin(), b.k.begin() + long(nk / size_t(s.batch)));
+      r.v.assign(b.v.begin(), b.v.begin() + long(nk / size_t(s.batch)));
+      r.out.resize(r.q.size());
+      r.lse.resize(size_t(s.heads_q * s.seqlen));
+      fa::Options o;
+      o.causal = s.causal;
+      fa::forward(fa::Tensor::contiguous(r.q.data(), FA_DTYPE_FP32, {1, s.seqlen, s.heads_q, s.head_dim}),
+                  fa::Tensor::contiguous(r.k.data(), FA_DTYPE_FP32, {1, s.seqlen, s.heads_kv, s.head_dim}),
+                  fa::Tensor::contiguous(r.v.data(), FA_DTYPE_FP32, {1, s.seqlen, s.heads_kv, s.head_dim}),
+                  fa::Tensor::contiguous(r.out.data(), FA_DTYPE_FP32, {1, s.seqlen, s.heads_q, s.head_dim}),
+                  fa::Tensor::contiguous(r.lse.data(), FA_DTYPE_FP32, {1, s.heads_q, s.seqlen}), o);
+      const std::vector<float> got(b.out.begin(), b.out.begin() + long(r.out.size()));
+      const double err = max_diff(got, r.out);
+      const double flops = 4.0 * double(s.batch * s.heads_q) * double(s.seqlen) * double(s.seqlen) *
+                           double(s.head_dim) * (s.causal ? 0.5 : 1.0);
+      char shape[64];
+      std::snprintf(shape, sizeof shape, "(%lld,%lld,%lld,%lld,%lld)", (long long)s.batch,
+                    (long long)s.heads_q, (long long)s.heads_kv, (long long)s.seqlen,
+                    (long long)s.head_dim);
+      std::printf("%-28s %-7s %10.3f %10.1f %14.2e\n", shape, s.causal ? "yes" : "no", ms,
+                  flops / ms * 1e-9, err);
+      gok = gok && err < 2e-2;  // bf16 output: about 2^-8 relative to |out| <= ~3
+    }
+    std::printf("%s: GPU bf16 forward vs CPU flash (fp32 on the same bf16 inputs)\n\n",
+                gok ? "PASS" : "FAIL");
+    if (!gok) return 1;
   }
-  // The GPU path lands with the CUDA kernels; until then every shape runs on the CPU backend.
+#endif
   std::vector<Shape> shapes = {{1, 4, 4, 128, 64, false},
                                {2, 8, 2, 256, 64, true},
                                {1, 8, 8, 1024, 64, false},
                                {1, 8, 8, 2048, 128, true}};
   if (quick) shapes.resize(2);
-  std::printf("\n%-28s %-9s %10s %10s %10s %10s %12s\n", "shape (b,hq,hkv,s,d)", "causal",
+  std::printf("\n%-28s %-9s %10s %10s %10s %10s %12s\n", "CPU (b,hq,hkv,s,d)", "causal",
               "fwd ms", "bwd ms", "fwd GF/s", "bwd GF/s", "max err");
   std::mt19937 rng(2024);
   std::normal_distribution<float> nd;
