@@ -31,6 +31,18 @@ struct Buffers {  // fp32 host tensors of one shape (dtype conversion is the lib
   std::vector<float> q, k, v, out, lse, dout, dq, dk, dv;
 };
 
+std::string shape_str(const Shape& s) {
+  return "(" + std::to_string(s.batch) + "," + std::to_string(s.heads_q) + "," +
+         std::to_string(s.heads_kv) + "," + std::to_string(s.seqlen) + "," +
+         std::to_string(s.head_dim) + ")";
+}
+
+// FLOPs of one forward: 4 b h s^2 d, halved for causal.
+double forward_flops(const Shape& s) {
+  return 4.0 * double(s.batch * s.heads_q) * double(s.seqlen) * double(s.seqlen) *
+         double(s.head_dim) * (s.causal ? 0.5 : 1.0);
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -228,13 +240,8 @@ int main(int argc, char** argv) {
                   fa::Tensor::contiguous(r.lse.data(), FA_DTYPE_FP32, {1, s.heads_q, s.seqlen}), o);
       const std::vector<float> got(b.out.begin(), b.out.begin() + long(r.out.size()));
       const double err = max_diff(got, r.out);
-      const double flops = 4.0 * double(s.batch * s.heads_q) * double(s.seqlen) * double(s.seqlen) *
-                           double(s.head_dim) * (s.causal ? 0.5 : 1.0);
-      char shape[64];
-      std::snprintf(shape, sizeof shape, "(%lld,%lld,%lld,%lld,%lld)", (long long)s.batch,
-                    (long long)s.heads_q, (long long)s.heads_kv, (long long)s.seqlen,
-                    (long long)s.head_dim);
-      std::printf("%-28s %-7s %10.3f %10.1f %14.2e\n", shape, s.causal ? "yes" : "no", ms,
+      const double flops = forward_flops(s);
+      std::printf("%-28s %-7s %10.3f %10.1f %14.2e\n", shape_str(s).c_str(), s.causal ? "yes" : "no", ms,
                   flops / ms * 1e-9, err);
       gok = gok && err < 2e-2;  // bf16 output: about 2^-8 relative to |out| <= ~3
     }
@@ -272,13 +279,8 @@ int main(int argc, char** argv) {
     }
     res.max_err = std::max({max_diff(b.out, r.out), max_diff(b.lse, r.lse), max_diff(b.dq, r.dq),
                             max_diff(b.dk, r.dk), max_diff(b.dv, r.dv)});
-    const double flops = 4.0 * double(s.batch * s.heads_q) * double(s.seqlen) * double(s.seqlen) *
-                         double(s.head_dim) * (s.causal ? 0.5 : 1.0);
-    char shape[64];
-    std::snprintf(shape, sizeof shape, "(%lld,%lld,%lld,%lld,%lld)", (long long)s.batch,
-                  (long long)s.heads_q, (long long)s.heads_kv, (long long)s.seqlen,
-                  (long long)s.head_dim);
-    std::printf("%-28s %-9s %10.2f %10.2f %10.2f %10.2f %12.2e\n", shape, s.causal ? "yes" : "no",
+    const double flops = forward_flops(s);
+    std::printf("%-28s %-9s %10.2f %10.2f %10.2f %10.2f %12.2e\n", shape_str(s).c_str(), s.causal ? "yes" : "no",
                 res.fwd_ms, res.bwd_ms, flops / res.fwd_ms * 1e-6, 2.5 * flops / res.bwd_ms * 1e-6,
                 res.max_err);
     ok = ok && res.max_err < 1e-3;

@@ -6,43 +6,31 @@
 
 #include "api/error.h"
 #include "cuda/fwd_sm80.h"
+#include "fa_build_config.h"  // generated: FA_SM80_FWD_DIMS
 
 namespace fa::cuda {
 namespace {
 
-// Head dims compiled into this build (FA_HEAD_DIMS prunes the instantiation files and these).
-constexpr int kBuiltHeadDims[] = {
-#ifdef FA_SM80_FWD_D32
-    32,
-#endif
-#ifdef FA_SM80_FWD_D64
-    64,
-#endif
-#ifdef FA_SM80_FWD_D96
-    96,
-#endif
-#ifdef FA_SM80_FWD_D128
-    128,
-#endif
-#ifdef FA_SM80_FWD_D160
-    160,
-#endif
-#ifdef FA_SM80_FWD_D192
-    192,
-#endif
-#ifdef FA_SM80_FWD_D224
-    224,
-#endif
-#ifdef FA_SM80_FWD_D256
-    256,
-#endif
-    0};
+// Head dims compiled into this build, ascending (FA_HEAD_DIMS, through the generated header):
+// the instantiation files and this dispatch prune together.
+constexpr int kBuiltHeadDims[] = {FA_SM80_FWD_DIMS};
 
 // Smallest compiled head dim >= d (0: none).
 int kernel_head_dim(int64_t d) {
   for (int k : kBuiltHeadDims)
-    if (k != 0 && d <= k) return k;
+    if (d <= k) return k;
   return 0;
+}
+
+// Runs the first instantiation in Ds... whose head dim covers p.head_dim.
+template <typename Tag, int D, int... Ds>
+void run_fwd_fit(const Params& p, cudaStream_t s) {
+  if (p.head_dim <= D) return sm80::run_fwd<D, Tag>(p, s);
+  if constexpr (sizeof...(Ds) > 0) {
+    run_fwd_fit<Tag, Ds...>(p, s);
+  } else {
+    fail(FA_ERROR_INTERNAL, "no sm80 forward instantiation for head_dim=", p.head_dim);
+  }
 }
 
 class DeviceGuard {  // makes q's device current for the call, restores the caller's
@@ -75,34 +63,7 @@ void check_view_alignment(const View& v, const char* name) {
 
 template <typename Tag>
 void run_fwd_tag(const Params& p, cudaStream_t s) {
-  switch (kernel_head_dim(p.head_dim)) {
-#ifdef FA_SM80_FWD_D32
-    case 32: return sm80::run_fwd<32, Tag>(p, s);
-#endif
-#ifdef FA_SM80_FWD_D64
-    case 64: return sm80::run_fwd<64, Tag>(p, s);
-#endif
-#ifdef FA_SM80_FWD_D96
-    case 96: return sm80::run_fwd<96, Tag>(p, s);
-#endif
-#ifdef FA_SM80_FWD_D128
-    case 128: return sm80::run_fwd<128, Tag>(p, s);
-#endif
-#ifdef FA_SM80_FWD_D160
-    case 160: return sm80::run_fwd<160, Tag>(p, s);
-#endif
-#ifdef FA_SM80_FWD_D192
-    case 192: return sm80::run_fwd<192, Tag>(p, s);
-#endif
-#ifdef FA_SM80_FWD_D224
-    case 224: return sm80::run_fwd<224, Tag>(p, s);
-#endif
-#ifdef FA_SM80_FWD_D256
-    case 256: return sm80::run_fwd<256, Tag>(p, s);
-#endif
-    default: break;
-  }
-  fail(FA_ERROR_INTERNAL, "no sm80 forward instantiation for head_dim=", p.head_dim);
+  run_fwd_fit<Tag, FA_SM80_FWD_DIMS>(p, s);
 }
 
 }  // namespace
