@@ -14,6 +14,10 @@
  * heads_q must be a multiple of heads_kv (GQA / MQA): query head h reads kv head
  * h / (heads_q / heads_kv).
  *
+ * Backends: CPU tensors run the CPU backend (any dtype, head_dim 1..256). CUDA tensors run the GPU
+ * kernels (compute capability >= 8.0): fp16/bf16 only, head_dim a multiple of 8, data pointers
+ * 16-byte aligned and strides multiples of 8 elements; cu_seqlens on the GPU are not inspected.
+ *
  * Versioning: fa_params carries struct_size (set by fa_params_init). A library accepts every
  * struct_size it knows, so programs built against an older header keep working.
  */

@@ -1,16 +1,20 @@
 // Forward attention, FlashAttention-2 algorithm, for the sm80 family (Ampere, Ada, and Hopper
 // until its native kernel lands).
 //
-// One thread block = (block of kBlockM query rows, query head, batch entry); warp w owns query
-// rows [16w, 16w + 16) of the block. Per K/V tile of kBlockN keys:
+// One thread block = (block of kBlockM query rows, query head, batch entry); warp w owns the
+// kMTiles m16 tiles of query rows [w R, (w + 1) R), R = 16 kMTiles. Per K/V tile of kBlockN keys:
 //   S = Q·Kᵀ (mma.m16n8k16, fp32)   ->   logits (softcap / ALiBi when on; mask on boundary tiles)
 //   -> online softmax in fp32 with exp2 and the log2(e)-premultiplied scale
 //   -> P converted to 16-bit in registers (C layout == A layout)   ->   O += P·V
 // K/V tiles stream through a two-stage cp.async pipeline: tile j+1 loads while tile j computes.
 // O is normalised once at the end (deferred normalisation); LSE is written per row.
 //
-// History: v1 (this file) - first version; correctness against the fp64 CPU reference, speed
-// recorded in docs/performance.md.
+// History (H200, bf16, d = 128, s = 16k, ratio to PyTorch's FA2 measured in the same run):
+//   v1 8 warps x 1 m-tile, Q fragments in registers                          0.58
+//   v2 4 warps x 2 m-tiles: every K/V fragment serves both m-tiles            0.78
+//   v3 per-lane precomputed swizzled offsets, 32-bit tile-relative masking,
+//      LSE / rescale from differences (exact for long ALiBi rows)            0.72 (d = 64: 0.79)
+// Run: scripts/gpu-check.sh OUTDIR --full-bench; verdicts and limits in docs/performance.md.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -40,11 +44,11 @@ __device__ __forceinline__ float exp2_fast(float x) {  // ex2.approx: 2^-inf = +
 template <class Tile, int kThreads>
 __device__ __forceinline__ void load_tile(uint16_t* smem, const uint16_t* gmem, int64_t row_stride,
                                           int64_t rows_valid, int cols_valid, int tid) {
-  constexpr int kChunksPerRow = Tile::kColCount / 8;
+  constexpr int kChunksPerRow = Tile::kColCount / Tile::kChunkElems;
   constexpr int kChunks = Tile::kRowCount * kChunksPerRow;
 #pragma unroll
   for (int c = tid; c < kChunks; c += kThreads) {
-    const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+    const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * Tile::kChunkElems;
     const bool valid = row < rows_valid && col < cols_valid;
     const uint16_t* src = valid ? gmem + row * row_stride + col : gmem;
     cp_async_16(smem_addr(smem + Tile::offset(row, col)), src, valid);
