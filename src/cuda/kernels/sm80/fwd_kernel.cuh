@@ -32,6 +32,8 @@ namespace fa::cuda::sm80 {
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kNegInf = -__builtin_huge_valf();
+// Lazy rescaling threshold, log2 units: P may grow to 2^8 before O is rescaled (see tile_step).
+constexpr float kRescaleLog2 = 8.f;
 
 __device__ __forceinline__ float exp2_fast(float x) {  // ex2.approx: 2^-inf = +0
   float y;
@@ -158,28 +160,51 @@ __device__ __forceinline__ void tile_step(const Params& p, const Visibility& vis
       }
   }
 
-  // Online softmax: each row's 4 owning lanes (same g) agree on the max through two shuffles.
+  // Online softmax with lazy rescaling. Each row keeps a reference max m; P = 2^((s - m) c) with
+  // c = scale_log2. O and l are rescaled only when some row's tile max exceeds its m by more than
+  // kRescaleLog2 (then P <= 2^kRescaleLog2 = 256 stays far inside fp16 / bf16 range and fp32
+  // accumulation), so once the maxima settle most tiles skip the d-wide rescale of O - which
+  // costs as many instructions as the tile's P·V mma at d = 128. The vote keeps it warp-uniform.
+  float tile_max[kM][2];
+  bool need = false;
 #pragma unroll
   for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float mx = st.m[mt][r];
+      float mx = kNegInf;
 #pragma unroll
       for (int nt = 0; nt < kNt; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_use = mx == kNegInf ? 0.f : mx;  // a row with nothing visible yet: exp -> 0
-      const float m_scaled = m_use * scale_log2;
-      // Difference first, then scale: with |logits| ~ 1e3 (ALiBi over long rows) the two rounded
-      // products would each be ~1e-4 off, and the error would compound over every rescale.
-      const float alpha = exp2_fast((st.m[mt][r] - m_use) * scale_log2);
-      st.m[mt][r] = mx;
-      st.l[mt][r] *= alpha;
+      tile_max[mt][r] = mx;
+      // First visible key (m = -inf) or a max that grew too much; -inf - -inf is NaN: false.
+      need |= (mx - st.m[mt][r]) * scale_log2 > kRescaleLog2;
+    }
+  if (__any_sync(0xffffffffu, need)) {
 #pragma unroll
-      for (int nd = 0; nd < T::kHeadDim / 8; ++nd) {
-        o[mt][nd][2 * r] *= alpha;
-        o[mt][nd][2 * r + 1] *= alpha;
+    for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float m_new = fmaxf(st.m[mt][r], tile_max[mt][r]);
+        if (m_new == kNegInf) continue;  // nothing visible yet: O and l are still 0
+        // Difference first, then scale: with |logits| ~ 1e3 (ALiBi over long rows) two rounded
+        // products would each be ~1e-4 off, and the error would compound over the rescales.
+        const float alpha = exp2_fast((st.m[mt][r] - m_new) * scale_log2);
+        st.m[mt][r] = m_new;
+        st.l[mt][r] *= alpha;
+#pragma unroll
+        for (int nd = 0; nd < T::kHeadDim / 8; ++nd) {
+          o[mt][nd][2 * r] *= alpha;
+          o[mt][nd][2 * r + 1] *= alpha;
+        }
       }
+  }
+#pragma unroll
+  for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m_use = st.m[mt][r] == kNegInf ? 0.f : st.m[mt][r];  // exp -> 0, not NaN
+      const float m_scaled = m_use * scale_log2;
 #pragma unroll
       for (int nt = 0; nt < kNt; ++nt) {
         s[mt][nt][2 * r] = exp2_fast(fmaf(s[mt][nt][2 * r], scale_log2, -m_scaled));
