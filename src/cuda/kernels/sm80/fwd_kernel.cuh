@@ -239,7 +239,7 @@ __device__ __forceinline__ void tile_step(const Params& p, const Visibility& vis
 }
 
 template <class T>
-__global__ void __launch_bounds__(T::kThreads, 1) fwd_kernel(const __grid_constant__ Params p) {
+__global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(const __grid_constant__ Params p) {
   using Tag = typename T::Tag;
   using QTile = typename T::QTile;
   using KvTile = typename T::KvTile;
