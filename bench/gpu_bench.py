@@ -62,6 +62,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="seqlen 1k, 4k, 16k; bf16 only")
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--lib", default="build/libflashattn.so")
+    ap.add_argument("--dims", default="64,128,256", help="head dims (the standard grid: 64,128,256)")
     args = ap.parse_args()
 
     lib = fa_ctypes.load(args.lib)
@@ -73,7 +74,7 @@ def main():
     ceil = ceilings()
     print(f"ceilings: {ceil}", file=sys.stderr)
     for dt in dtypes:
-        for d in (64, 128, 256):
+        for d in (int(x) for x in args.dims.split(",")):
             for causal in (False, True):
                 for s in seqlens:
                     b, h = 16384 // s, 2048 // d
