@@ -6,6 +6,9 @@
 #ifndef FA_SM80_FWD_BLOCK_N_D128
 #define FA_SM80_FWD_BLOCK_N_D128 32
 #endif
+#ifndef FA_SM80_FWD_BLOCK_N_D64
+#define FA_SM80_FWD_BLOCK_N_D64 64
+#endif
 #ifndef FA_SM80_FWD_MIN_BLOCKS_D64
 #define FA_SM80_FWD_MIN_BLOCKS_D64 1
 #endif
@@ -38,14 +41,17 @@ struct FwdTraits {
   // above d = 128 one m-tile leaves room for 64 up to d = 192, and 32 keeps d = 224 / 256 in
   // registers and the K/V stages within sm80's 163 KB. FA_SM80_FWD_BLOCK_N_D128 overrides the
   // d = 128 choice for tuning runs (bench/gpu_tune.sh).
-  static constexpr int kBlockN = kHeadDim <= 96    ? 64
+  static constexpr int kBlockN = kHeadDim <= 32    ? 64
+                                 : kHeadDim <= 64 ? FA_SM80_FWD_BLOCK_N_D64
+                                 : kHeadDim <= 96 ? 64
                                  : kHeadDim == 128 ? FA_SM80_FWD_BLOCK_N_D128
                                  : kHeadDim <= 192 ? 64
                                                    : 32;
   // Blocks per SM the register allocation must allow (__launch_bounds__). 1 lets a block use
-  // 255 registers (two blocks fit anyway); 3 caps it at 168. d = 32 fits 168 without spilling;
-  // at d = 64 it spills (124 B) and measured +1.6% at 16k, within noise, so d = 64 keeps 1.
-  // The FA_SM80_FWD_MIN_BLOCKS_D* macros override for tuning runs.
+  // 255 registers (two blocks fit anyway); 3 caps it at 168 for 12 warps an SM. d = 32 fits 168
+  // without spilling and measured +19% (176 -> 210 TFLOP/s, bf16 16k, H200). d = 64 spills at
+  // 168 (124 B) and measured +1.6%, within noise; with 32 keys a step to fit, -2%: it keeps 1.
+  // The FA_SM80_FWD_* macros override these choices for tuning runs (bench/gpu_tune.sh).
   static constexpr int kMinBlocksPerSm = kHeadDim <= 32   ? FA_SM80_FWD_MIN_BLOCKS_D32
                                          : kHeadDim <= 64 ? FA_SM80_FWD_MIN_BLOCKS_D64
                                                           : 1;
