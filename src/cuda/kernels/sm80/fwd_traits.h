@@ -12,6 +12,12 @@
 #ifndef FA_SM80_FWD_MIN_BLOCKS_D64
 #define FA_SM80_FWD_MIN_BLOCKS_D64 1
 #endif
+#ifndef FA_SM80_FWD_MTILES_D128
+#define FA_SM80_FWD_MTILES_D128 2
+#endif
+#ifndef FA_SM80_FWD_MIN_BLOCKS_D128
+#define FA_SM80_FWD_MIN_BLOCKS_D128 1
+#endif
 #ifndef FA_SM80_FWD_MIN_BLOCKS_D32
 #define FA_SM80_FWD_MIN_BLOCKS_D32 3
 #endif
@@ -30,7 +36,7 @@ struct FwdTraits {
   // memory bandwidth caps it near half of PyTorch's FA2 (measured: 0.55x at d=128); two tiles
   // halve the shared-memory traffic per mma. Above d = 128 the O accumulator of two tiles
   // (2 x d/2 fp32 registers) no longer fits, so those dims keep one.
-  static constexpr int kMTiles = kHeadDim <= 128 ? 2 : 1;
+  static constexpr int kMTiles = kHeadDim == 128 ? FA_SM80_FWD_MTILES_D128 : kHeadDim < 128 ? 2 : 1;
   static constexpr int kRowsPerWarp = 16 * kMTiles;
   // Four warps, as FlashAttention-2 uses: 128 rows (64 above d = 128) share each K/V tile.
   static constexpr int kWarps = 4;
@@ -54,6 +60,7 @@ struct FwdTraits {
   // The FA_SM80_FWD_* macros override these choices for tuning runs (bench/gpu_tune.sh).
   static constexpr int kMinBlocksPerSm = kHeadDim <= 32   ? FA_SM80_FWD_MIN_BLOCKS_D32
                                          : kHeadDim <= 64 ? FA_SM80_FWD_MIN_BLOCKS_D64
+                                         : kHeadDim == 128 ? FA_SM80_FWD_MIN_BLOCKS_D128
                                                           : 1;
   // Two K/V stages: tile j+1 streams in (cp.async) while tile j is computed.
   static constexpr int kStages = 2;
