@@ -32,9 +32,9 @@ struct FwdTraits {
                 "instantiated head dims are multiples of 32 up to 256; others round up");
 
   // Each warp owns kMTiles m16 row tiles and reuses every K/V fragment it loads from shared
-  // memory for all of them: with one tile a warp issues one ldmatrix.x4 per two mma and shared
-  // memory bandwidth caps it near half of PyTorch's FA2 (measured: 0.55x at d=128); two tiles
-  // halve the shared-memory traffic per mma. Above d = 128 the O accumulator of two tiles
+  // memory for all of them: with one tile a warp issues one ldmatrix.x4 per two mma (measured at
+  // d = 128: 0.55-0.58x PyTorch's FA2, even with 3 blocks per SM); two tiles halve the
+  // shared-memory traffic per mma (0.75x). Above d = 128 the O accumulator of two tiles
   // (2 x d/2 fp32 registers) no longer fits, so those dims keep one.
   static constexpr int kMTiles = kHeadDim == 128 ? FA_SM80_FWD_MTILES_D128 : kHeadDim < 128 ? 2 : 1;
   static constexpr int kRowsPerWarp = 16 * kMTiles;
