@@ -223,15 +223,14 @@ double round_to_dtype(fa_dtype t, double x) {
   }
 }
 
-View dense_view(std::vector<double>& buf, const Problem& pr, int64_t rows, int64_t heads,
-                int64_t seqlen) {
+// Dense (rows, heads, d) doubles; per-batch stride for fixed-length batches.
+View dense_view(std::vector<double>& buf, const Problem& pr, int64_t heads, int64_t seqlen) {
   View v;
   v.data = buf.data();
   v.dtype = DType::F64;
   v.stride_h = pr.c.head_dim;
   v.stride_s = heads * pr.c.head_dim;
   v.stride_b = pr.c.varlen() ? 0 : seqlen * heads * pr.c.head_dim;
-  (void)rows;
   return v;
 }
 }  // namespace
@@ -243,7 +242,7 @@ Dense reference(const Problem& pr, bool use_float, bool grads, bool round_p) {
   Dense r;
   r.out.assign(size_t(pr.total_q * hq * d), 0.0);
   std::vector<float> lse(size_t(pr.total_q * hq));
-  p.out = dense_view(r.out, pr, pr.total_q, hq, p.seqlen_q);
+  p.out = dense_view(r.out, pr, hq, p.seqlen_q);
   p.lse.data = lse.data();
   p.lse.stride_s = 1;
   p.lse.stride_h = pr.c.varlen() ? pr.total_q : p.seqlen_q;
@@ -264,9 +263,9 @@ Dense reference(const Problem& pr, bool use_float, bool grads, bool round_p) {
     r.dq.assign(size_t(pr.total_q * hq * d), 0.0);
     r.dk.assign(size_t(pr.total_k * hk * d), 0.0);
     r.dv.assign(size_t(pr.total_k * hk * d), 0.0);
-    p.dq = dense_view(r.dq, pr, pr.total_q, hq, p.seqlen_q);
-    p.dk = dense_view(r.dk, pr, pr.total_k, hk, p.seqlen_k);
-    p.dv = dense_view(r.dv, pr, pr.total_k, hk, p.seqlen_k);
+    p.dq = dense_view(r.dq, pr, hq, p.seqlen_q);
+    p.dk = dense_view(r.dk, pr, hk, p.seqlen_k);
+    p.dv = dense_view(r.dv, pr, hk, p.seqlen_k);
     std::vector<unsigned char> wsb(cpu::reference_backward_workspace(p, threads));
     if (use_float) {
       // Its backward reads that stored output for D = rowsum(dO * O), as FlashAttention's does.
