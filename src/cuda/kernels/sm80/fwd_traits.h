@@ -12,6 +12,9 @@
 #ifndef FA_SM80_FWD_MIN_BLOCKS_D64
 #define FA_SM80_FWD_MIN_BLOCKS_D64 1
 #endif
+#ifndef FA_SM80_FWD_BLOCK_N_D192
+#define FA_SM80_FWD_BLOCK_N_D192 64
+#endif
 #ifndef FA_SM80_FWD_MTILES_D128
 #define FA_SM80_FWD_MTILES_D128 2
 #endif
@@ -51,7 +54,7 @@ struct FwdTraits {
                                  : kHeadDim <= 64 ? FA_SM80_FWD_BLOCK_N_D64
                                  : kHeadDim <= 96 ? 64
                                  : kHeadDim == 128 ? FA_SM80_FWD_BLOCK_N_D128
-                                 : kHeadDim <= 192 ? 64
+                                 : kHeadDim <= 192 ? FA_SM80_FWD_BLOCK_N_D192
                                                    : 32;
   // Blocks per SM the register allocation must allow (__launch_bounds__). 1 lets a block use
   // 255 registers (two blocks fit anyway); 3 caps it at 168 for 12 warps an SM. d = 32 fits 168
