@@ -13,7 +13,7 @@
 #define FA_SM80_FWD_MIN_BLOCKS_D64 1
 #endif
 #ifndef FA_SM80_FWD_BLOCK_N_D192
-#define FA_SM80_FWD_BLOCK_N_D192 64
+#define FA_SM80_FWD_BLOCK_N_D192 32
 #endif
 #ifndef FA_SM80_FWD_MTILES_D128
 #define FA_SM80_FWD_MTILES_D128 2
@@ -46,10 +46,11 @@ struct FwdTraits {
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kBlockM = kRowsPerWarp * kWarps;
   // Keys per step: S costs kMTiles * kBlockN / 2 fp32 registers a thread. 64 up to d = 96;
-  // at d = 128 the 128-register O leaves room for 32 with few spills (64 spills 140 bytes);
-  // above d = 128 one m-tile leaves room for 64 up to d = 192, and 32 keeps d = 224 / 256 in
-  // registers and the K/V stages within sm80's 163 KB. FA_SM80_FWD_BLOCK_N_D128 overrides the
-  // d = 128 choice for tuning runs (bench/gpu_tune.sh).
+  // at d = 128 the 128-register O leaves room for 32 with few spills (64 spills 140 bytes and
+  // measured the same). Above d = 128 (one m-tile): 32, so that K/V stages stay small enough for
+  // two blocks per SM - at d = 160 / 192, 64 keys took 120 KB of shared memory (one block) and
+  // measured 18-20% slower (H200, bf16 16k: 159 -> 188 and 168 -> 202 TFLOP/s). The
+  // FA_SM80_FWD_BLOCK_N_* macros override these choices for tuning runs (bench/gpu_tune.sh).
   static constexpr int kBlockN = kHeadDim <= 32    ? 64
                                  : kHeadDim <= 64 ? FA_SM80_FWD_BLOCK_N_D64
                                  : kHeadDim <= 96 ? 64
