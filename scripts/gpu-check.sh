@@ -19,7 +19,8 @@ summary=()
 
 t0=$(date +%s)
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFA_ARCHS="${FA_ARCHS:-90a}" \
-  -DFA_GTEST_SOURCE_DIR="$gtest_src" -DFA_CUDA_RESOURCE_USAGE=ON > "$out/build.log" 2>&1 &&
+  -DFA_GTEST_SOURCE_DIR="$gtest_src" -DFA_CUDA_RESOURCE_USAGE=ON -DFA_BUILD_TESTS=ON -DFA_BUILD_TOOLS=ON \
+  > "$out/build.log" 2>&1 &&
   cmake --build build-gpu -j "$jobs" >> "$out/build.log" 2>&1
 rc=$?
 summary+=("build: rc=$rc in $(( $(date +%s) - t0 ))s")
