@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "flashattn/flashattn.h"
+#include "common/dtype.h"  // header-only fp16/bf16 conversions (tested in tests/test_dtype.cpp)
 #include "flashattn/flashattn.hpp"
 
 namespace {
@@ -353,56 +354,6 @@ int omp_threads() {
 
 // ---- host tensors in fp32 / fp16 / bf16 -------------------------------------------------------
 
-uint16_t float_to_half(float f) {  // round to nearest even, with subnormals, inf and NaN
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  const uint32_t sign = u & 0x80000000u;
-  u ^= sign;
-  uint16_t h;
-  if (u >= (127u + 16u) << 23) {  // |f| >= 65536 or inf / NaN (65520 rounds to inf below)
-    h = u > (255u << 23) ? 0x7e00 : 0x7c00;
-  } else if (u < (113u << 23)) {  // below the smallest normal half: add a magic to round
-    const uint32_t magic_u = ((127u - 15u) + (23u - 10u) + 1u) << 23;
-    float x, magic;
-    std::memcpy(&x, &u, 4);
-    std::memcpy(&magic, &magic_u, 4);
-    x += magic;
-    uint32_t r;
-    std::memcpy(&r, &x, 4);
-    h = uint16_t(r - magic_u);
-  } else {
-    const uint32_t mant_odd = (u >> 13) & 1u;
-    u += (uint32_t(15 - 127) << 23) + 0xfffu + mant_odd;
-    h = uint16_t(u >> 13);
-  }
-  return uint16_t(h | (sign >> 16));
-}
-
-float half_to_float(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  if (exp == 0) {
-    const float v = std::ldexp(float(mant), -24);
-    return sign ? -v : v;
-  }
-  const uint32_t bits =
-      sign | (exp == 31 ? 0x7f800000u | (mant << 13) : ((exp + 112) << 23) | (mant << 13));
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t float_to_bf16(float f) {  // round to nearest even (inputs here are finite)
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-float bf16_to_float(uint16_t b) {
-  const uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 // An owning contiguous (b, s, h, d) tensor.
 struct HostTensor {
@@ -437,16 +388,16 @@ struct HostTensor {
   float get(int64_t i) const {
     const auto* p16 = reinterpret_cast<const uint16_t*>(storage.data());
     switch (dtype) {
-      case FA_DTYPE_FP16: return half_to_float(p16[i]);
-      case FA_DTYPE_BF16: return bf16_to_float(p16[i]);
+      case FA_DTYPE_FP16: return fa::to_float(fa::half_t{p16[i]});
+      case FA_DTYPE_BF16: return fa::to_float(fa::bfloat16_t{p16[i]});
       default: return reinterpret_cast<const float*>(storage.data())[i];
     }
   }
   void set(int64_t i, float x) {
     auto* p16 = reinterpret_cast<uint16_t*>(storage.data());
     switch (dtype) {
-      case FA_DTYPE_FP16: p16[i] = float_to_half(x); break;
-      case FA_DTYPE_BF16: p16[i] = float_to_bf16(x); break;
+      case FA_DTYPE_FP16: p16[i] = fa::to_half(x).bits; break;
+      case FA_DTYPE_BF16: p16[i] = fa::to_bf16(x).bits; break;
       default: reinterpret_cast<float*>(storage.data())[i] = x;
     }
   }
