@@ -42,18 +42,33 @@ __device__ __forceinline__ float exp2_fast(float x) {  // ex2.approx: 2^-inf = +
 }
 
 // Global -> shared, 16-byte chunks: rows [0, rows_valid) and columns [0, cols_valid) copied,
-// everything else of the tile zero-filled. Consecutive threads take consecutive chunks of a row.
+// everything else of the tile zero-filled. The first kRowStep * kChunksPerRow threads cover
+// kRowStep whole rows at a time, so each thread keeps one column and its chunks sit kRowStep
+// rows apart: the 64-bit source address is formed once and advanced by a loop-invariant step
+// (recomputing it per chunk cost ~10 instructions a chunk and, through the registers it held,
+// the spills the d = 64 / 128 kernels had). Head dims whose chunk count per row does not divide
+// the thread count (96, 160, 224) leave the remaining threads idle during the copy.
 template <class Tile, int kThreads>
 __device__ __forceinline__ void load_tile(uint16_t* smem, const uint16_t* gmem, int64_t row_stride,
                                           int64_t rows_valid, int cols_valid, int tid) {
   constexpr int kChunksPerRow = Tile::kColCount / Tile::kChunkElems;
-  constexpr int kChunks = Tile::kRowCount * kChunksPerRow;
+  constexpr int kRowStep = kThreads / kChunksPerRow;  // rows copied per pass
+  static_assert(kRowStep >= 1, "a tile row has more chunks than the block has threads");
+  constexpr int kPasses = (Tile::kRowCount + kRowStep - 1) / kRowStep;
+  if (kRowStep * kChunksPerRow != kThreads && tid >= kRowStep * kChunksPerRow) return;
+  const int rows = int(rows_valid < Tile::kRowCount ? (rows_valid < 0 ? 0 : rows_valid)
+                                                    : Tile::kRowCount);
+  const int row = tid / kChunksPerRow, col = (tid % kChunksPerRow) * Tile::kChunkElems;
+  const bool col_ok = col < cols_valid;
+  const uint16_t* src = gmem + row * row_stride + col;
+  const int64_t step = kRowStep * row_stride;
 #pragma unroll
-  for (int c = tid; c < kChunks; c += kThreads) {
-    const int row = c / kChunksPerRow, col = (c % kChunksPerRow) * Tile::kChunkElems;
-    const bool valid = row < rows_valid && col < cols_valid;
-    const uint16_t* src = valid ? gmem + row * row_stride + col : gmem;
-    cp_async_16(smem_addr(smem + Tile::offset(row, col)), src, valid);
+  for (int i = 0; i < kPasses; ++i) {
+    const int r = row + i * kRowStep;
+    if (Tile::kRowCount % kRowStep != 0 && r >= Tile::kRowCount) break;
+    const bool valid = col_ok && r < rows;
+    cp_async_16(smem_addr(smem + Tile::offset(r, col)), valid ? src : gmem, valid);
+    src += step;
   }
 }
 

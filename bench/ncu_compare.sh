@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Profiles our sm80 forward and PyTorch's FlashAttention-2 forward on the same shape with Nsight
+# Compute (GPU machine), writing the detail pages and per-instruction source counters to OUTDIR.
+#   bench/ncu_compare.sh OUTDIR [--d 128] [--s 4096] [--causal]   (library in build-gpu/)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: bench/ncu_compare.sh OUTDIR [profile args]}
+shift
+sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section SchedulerStats
+  --section WarpStateStats --section InstructionStats --section Occupancy --section LaunchStats
+  --section MemoryWorkloadAnalysis --section SourceCounters)
+run() {  # name kernel-regex command...
+  local name=$1 kernel=$2
+  shift 2
+  ncu --clock-control none --kernel-name "regex:$kernel" --launch-skip 2 --launch-count 1 \
+    "${sections[@]}" -f -o "$out/$name" "$@" > "$out/$name-ncu.log" 2>&1
+  ncu --import "$out/$name.ncu-rep" --page details > "$out/$name-details.txt" 2>&1
+  ncu --import "$out/$name.ncu-rep" --page source --csv --print-source sass > "$out/$name-sass.csv" 2>&1
+}
+run ours fwd_kernel python3 bench/profile_fwd.py --lib build-gpu/libflashattn.so "$@"
+run fa2 flash_fwd python3 bench/profile_torch.py --backend fa2 "$@"
+for n in ours fa2; do
+  echo "== $n"
+  grep -E "Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Ipc A|Warp Cycles Per Issued|No Eligible|Executed Instructions  |Theoretical Occupancy|Local Memory Spill" "$out/$n-details.txt" | head -14
+done
