@@ -6,6 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/ncu_compare.sh OUTDIR [profile args]}
 shift
+mkdir -p "$out"
 sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section SchedulerStats
   --section WarpStateStats --section InstructionStats --section Occupancy --section LaunchStats
   --section MemoryWorkloadAnalysis --section SourceCounters)

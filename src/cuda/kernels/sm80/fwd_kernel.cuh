@@ -94,25 +94,23 @@ struct FwdState {
   float l[kMTiles][2];  // this thread's partial row sums of exp2; reduced over the quad at the end
 };
 
-// One K/V tile for one warp. kMask: the tile straddles a mask or sequence boundary.
+// One warp's scores for one K/V tile: S = Q·Kᵀ, logit transform, and the mask (kMask: the tile
+// straddles a mask or sequence boundary).
 // Element e of s[mt][nt]: row row_g + 16 mt + 8 (e / 2), key n0 + 8 nt + 2t + e % 2.
 template <class T, bool kMask>
-__device__ __forceinline__ void tile_step(const Params& p, const Visibility& vis,
-                                          const Logit<float>& logit, bool transform,
-                                          float scale_log2, int64_t row_g, int64_t n0,
-                                          int64_t len_k, uint32_t sQ, uint32_t sK, uint32_t sV,
-                                          const typename T::QTile::LaneOffsets& q_lane,
-                                          const typename T::KvTile::LaneOffsets& k_lane,
-                                          const typename T::KvTile::LaneOffsets& v_lane,
-                                          float (&o)[T::kMTiles][T::kHeadDim / 8][4],
-                                          FwdState<T::kMTiles>& st, int warp, int lane) {
+__device__ __forceinline__ void scores(const Params& p, const Visibility& vis,
+                                       const Logit<float>& logit, bool transform, int64_t row_g,
+                                       int64_t n0, int64_t len_k, uint32_t sQ, uint32_t sK,
+                                       const typename T::QTile::LaneOffsets& q_lane,
+                                       const typename T::KvTile::LaneOffsets& k_lane,
+                                       float (&s)[T::kMTiles][T::kBlockN / 8][4], int warp,
+                                       int lane) {
   using Tag = typename T::Tag;
   constexpr int kM = T::kMTiles;
   constexpr int kNt = T::kBlockN / 8;  // n-tiles of S
   const int t = lane % 4;
 
   // S (kM x 16 rows, kBlockN) = Q Kᵀ; each K fragment serves every m-tile of the warp.
-  float s[kM][kNt][4];
 #pragma unroll
   for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
@@ -174,12 +172,20 @@ __device__ __forceinline__ void tile_step(const Params& p, const Visibility& vis
           }
       }
   }
+}
 
-  // Online softmax with lazy rescaling. Each row keeps a reference max m; P = 2^((s - m) c) with
-  // c = scale_log2. O and l are rescaled only when some row's tile max exceeds its m by more than
-  // kRescaleLog2 (then P <= 2^kRescaleLog2 = 256 stays far inside fp16 / bf16 range and fp32
-  // accumulation), so once the maxima settle most tiles skip the d-wide rescale of O - which
-  // costs as many instructions as the tile's P·V mma at d = 128. The vote keeps it warp-uniform.
+// Online softmax with lazy rescaling, turning S into P (fp32, not yet rounded) in place. Each
+// row keeps a reference max m; P = 2^((s - m) c) with c = scale_log2. O and l are rescaled only
+// when some row's tile max exceeds its m by more than kRescaleLog2 (then P <= 2^kRescaleLog2 =
+// 256 stays far inside fp16 / bf16 range and fp32 accumulation), so once the maxima settle most
+// tiles skip the d-wide rescale of O - which costs as many instructions as the tile's P·V mma
+// at d = 128. The vote keeps it warp-uniform.
+template <class T>
+__device__ __forceinline__ void softmax_update(float (&s)[T::kMTiles][T::kBlockN / 8][4],
+                                               float (&o)[T::kMTiles][T::kHeadDim / 8][4],
+                                               FwdState<T::kMTiles>& st, float scale_log2) {
+  constexpr int kM = T::kMTiles;
+  constexpr int kNt = T::kBlockN / 8;
   float tile_max[kM][2];
   bool need = false;
 #pragma unroll
@@ -227,7 +233,16 @@ __device__ __forceinline__ void tile_step(const Params& p, const Visibility& vis
         st.l[mt][r] += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
       }
     }
+}
 
+// The second half: O += P·V for one warp, P rounded to 16 bits in registers.
+template <class T>
+__device__ __forceinline__ void accumulate_pv(const float (&s)[T::kMTiles][T::kBlockN / 8][4],
+                                              uint32_t sV,
+                                              const typename T::KvTile::LaneOffsets& v_lane,
+                                              float (&o)[T::kMTiles][T::kHeadDim / 8][4]) {
+  using Tag = typename T::Tag;
+  constexpr int kM = T::kMTiles;
   // O += P V, P straight from registers: n-tiles 2kk, 2kk+1 of S are k-step kk's A fragment;
   // each V fragment serves every m-tile.
 #pragma unroll
@@ -251,6 +266,29 @@ __device__ __forceinline__ void tile_step(const Params& p, const Visibility& vis
       }
     }
   }
+}
+
+// One K/V tile for one warp: scores, then `between` (the split pipeline's barrier and next-K
+// load; nothing in the two-stage one), then softmax and P·V. Softmax and P·V stay in one
+// straight-line region per mask variant so that the scheduler can interleave the exp2 of P with
+// the P·V mma (calling P·V after the masked / unmasked branches join cost 6% at d = 64 and 256).
+template <class T, bool kMask, class Between>
+__device__ __forceinline__ void tile_step(const Params& p, const Visibility& vis,
+                                          const Logit<float>& logit, bool transform,
+                                          float scale_log2, int64_t row_g, int64_t n0,
+                                          int64_t len_k, uint32_t sQ, uint32_t sK, uint32_t sV,
+                                          const typename T::QTile::LaneOffsets& q_lane,
+                                          const typename T::KvTile::LaneOffsets& k_lane,
+                                          const typename T::KvTile::LaneOffsets& v_lane,
+                                          float (&o)[T::kMTiles][T::kHeadDim / 8][4],
+                                          FwdState<T::kMTiles>& st, int warp, int lane,
+                                          Between&& between) {
+  float s[T::kMTiles][T::kBlockN / 8][4];  // S, then P: (kRowsPerWarp, kBlockN) fp32 per warp
+  scores<T, kMask>(p, vis, logit, transform, row_g, n0, len_k, sQ, sK, q_lane, k_lane, s, warp,
+                   lane);
+  between();
+  softmax_update<T>(s, o, st, scale_log2);
+  accumulate_pv<T>(s, sV, v_lane, o);
 }
 
 template <class T>
@@ -287,15 +325,23 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   const int64_t n_begin = key_begin / T::kBlockN;
   const int64_t n_end = key_begin < key_end ? (key_end + T::kBlockN - 1) / T::kBlockN : n_begin;
 
-  auto load_kv = [&](int64_t nb, int stage) {
+  auto load_k = [&](int64_t nb, int stage) {
     const int64_t n0 = nb * T::kBlockN;
     load_tile<KvTile, T::kThreads>(sK + stage * KvTile::kElems, k + n0 * p.k.stride_s,
                                    p.k.stride_s, sq.len_k - n0, d, tid);
+  };
+  auto load_v = [&](int64_t nb, int stage) {
+    const int64_t n0 = nb * T::kBlockN;
     load_tile<KvTile, T::kThreads>(sV + stage * KvTile::kElems, v + n0 * p.v.stride_s,
                                    p.v.stride_s, sq.len_k - n0, d, tid);
   };
+  // Q and the first K tile form the first group; in the two-stage pipeline the first V tile
+  // joins them, in the split pipeline it is loaded inside the loop.
   load_tile<QTile, T::kThreads>(sQ, q, p.q.stride_s, rows, d, tid);
-  if (n_begin < n_end) load_kv(n_begin, 0);
+  if (n_begin < n_end) {
+    load_k(n_begin, 0);
+    if constexpr (!T::kSplitKV) load_v(n_begin, 0);
+  }
   cp_async_commit();
 
   float o[kM][T::kHeadDim / 8][4];
@@ -315,24 +361,50 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   const auto v_lane = a_lane<KvTile>(lane);
   // This thread's first row; the others are row_g + 8 and + 16 mt.
   const int64_t row_g = m0 + warp * T::kRowsPerWarp + g;
+  const int64_t warp_row0 = m0 + warp * T::kRowsPerWarp, warp_row1 = warp_row0 + T::kRowsPerWarp;
 
   for (int64_t nb = n_begin; nb < n_end; ++nb) {
-    const int stage = int((nb - n_begin) % T::kStages);
+    const int stage = T::kSplitKV ? 0 : int((nb - n_begin) % T::kStages);
     cp_async_wait<0>();
-    __syncthreads();  // tile nb landed for everyone; everyone is done with tile nb - 1
-    if (nb + 1 < n_end) load_kv(nb + 1, stage ^ 1);
+    // Two-stage: tile nb (K and V) landed for everyone and everyone is done with tile nb - 1, so
+    // tile nb + 1 streams into the other stage during this step. Split: K nb landed and every
+    // warp finished P·V of tile nb - 1, so V nb streams in during Q·Kᵀ and the softmax.
+    __syncthreads();
+    if constexpr (T::kSplitKV) {
+      load_v(nb, 0);
+    } else if (nb + 1 < n_end) {
+      load_k(nb + 1, stage ^ 1);
+      load_v(nb + 1, stage ^ 1);
+    }
     cp_async_commit();
     const int64_t n0 = nb * T::kBlockN;
+    // Mask classification per warp, not per block: on a causal diagonal most warps' rows see a
+    // key tile entirely or not at all, so only one or two of the four take the masked path and
+    // the others either run the unmasked one or skip the tile. (Padding rows past len_q widen
+    // the warp's row range, which only makes both tests more conservative.)
+    const bool idle = n0 >= vis.key_end(warp_row1, sq.len_k) ||
+                      n0 + T::kBlockN <= vis.key_begin(warp_row0, sq.len_k);
     const bool masked = n0 + T::kBlockN > sq.len_k ||
-                        !vis.block_unmasked(m0, m0 + rows, n0, n0 + T::kBlockN);
+                        !vis.block_unmasked(warp_row0, warp_row1, n0, n0 + T::kBlockN);
     const uint32_t sKs = smem_addr(sK + stage * KvTile::kElems);
     const uint32_t sVs = smem_addr(sV + stage * KvTile::kElems);
-    if (masked)
+    auto between = [&] {
+      if constexpr (T::kSplitKV) {
+        cp_async_wait<0>();
+        __syncthreads();  // V nb landed; every warp is done reading K nb: K nb + 1 streams in
+        if (nb + 1 < n_end) load_k(nb + 1, 0);
+        cp_async_commit();
+      }
+    };
+    if (idle)
+      between();
+    else if (masked)
       tile_step<T, true>(p, vis, logit, transform, scale_log2, row_g, n0, sq.len_k, smem_addr(sQ),
-                         sKs, sVs, q_lane, k_lane, v_lane, o, st, warp, lane);
+                         sKs, sVs, q_lane, k_lane, v_lane, o, st, warp, lane, between);
     else
       tile_step<T, false>(p, vis, logit, transform, scale_log2, row_g, n0, sq.len_k,
-                          smem_addr(sQ), sKs, sVs, q_lane, k_lane, v_lane, o, st, warp, lane);
+                          smem_addr(sQ), sKs, sVs, q_lane, k_lane, v_lane, o, st, warp, lane,
+                          between);
   }
   cp_async_wait<0>();
 

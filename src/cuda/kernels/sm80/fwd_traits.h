@@ -1,28 +1,45 @@
 // Configuration of the sm80-family forward kernel: one traits struct per (head_dim, element type).
+//
+// Every choice below was measured on the H200 against PyTorch's FlashAttention-2 in the same run
+// (bf16, the standard grid; docs/performance.md has the records). The FA_SM80_FWD_* macros
+// override a choice for tuning runs (bench/gpu_tune.sh builds a second library with them); the
+// defaults are the measured winners.
 #pragma once
 
 #include "cuda/tile/swizzle.h"
 
+#ifndef FA_SM80_FWD_BLOCK_N_D64
+#define FA_SM80_FWD_BLOCK_N_D64 96
+#endif
+#ifndef FA_SM80_FWD_BLOCK_N_D96
+#define FA_SM80_FWD_BLOCK_N_D96 32
+#endif
 #ifndef FA_SM80_FWD_BLOCK_N_D128
 #define FA_SM80_FWD_BLOCK_N_D128 32
 #endif
-#ifndef FA_SM80_FWD_BLOCK_N_D64
-#define FA_SM80_FWD_BLOCK_N_D64 64
+#ifndef FA_SM80_FWD_BLOCK_N_WIDE
+#define FA_SM80_FWD_BLOCK_N_WIDE 64
 #endif
-#ifndef FA_SM80_FWD_MIN_BLOCKS_D64
-#define FA_SM80_FWD_MIN_BLOCKS_D64 1
+#ifndef FA_SM80_FWD_SPLIT_KV_NARROW
+#define FA_SM80_FWD_SPLIT_KV_NARROW false
 #endif
-#ifndef FA_SM80_FWD_BLOCK_N_D192
-#define FA_SM80_FWD_BLOCK_N_D192 32
+#ifndef FA_SM80_FWD_SPLIT_KV_WIDE
+#define FA_SM80_FWD_SPLIT_KV_WIDE true
+#endif
+#ifndef FA_SM80_FWD_WARPS_WIDE
+#define FA_SM80_FWD_WARPS_WIDE 4
 #endif
 #ifndef FA_SM80_FWD_MTILES_D128
 #define FA_SM80_FWD_MTILES_D128 2
 #endif
-#ifndef FA_SM80_FWD_MIN_BLOCKS_D128
-#define FA_SM80_FWD_MIN_BLOCKS_D128 1
-#endif
 #ifndef FA_SM80_FWD_MIN_BLOCKS_D32
 #define FA_SM80_FWD_MIN_BLOCKS_D32 3
+#endif
+#ifndef FA_SM80_FWD_MIN_BLOCKS_D64
+#define FA_SM80_FWD_MIN_BLOCKS_D64 1
+#endif
+#ifndef FA_SM80_FWD_MIN_BLOCKS_D128
+#define FA_SM80_FWD_MIN_BLOCKS_D128 1
 #endif
 
 namespace fa::cuda::sm80 {
@@ -33,41 +50,47 @@ struct FwdTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static_assert(kHeadDim % 32 == 0 && kHeadDim >= 32 && kHeadDim <= 256,
                 "instantiated head dims are multiples of 32 up to 256; others round up");
+  // "Wide" head dims: the O accumulator of two m-tiles (2 x d/2 fp32 registers) no longer fits.
+  static constexpr bool kWide = kHeadDim > 128;
 
   // Each warp owns kMTiles m16 row tiles and reuses every K/V fragment it loads from shared
   // memory for all of them: with one tile a warp issues one ldmatrix.x4 per two mma (measured at
   // d = 128: 0.55-0.58x PyTorch's FA2, even with 3 blocks per SM); two tiles halve the
-  // shared-memory traffic per mma (0.75x). Above d = 128 the O accumulator of two tiles
-  // (2 x d/2 fp32 registers) no longer fits, so those dims keep one.
-  static constexpr int kMTiles = kHeadDim == 128 ? FA_SM80_FWD_MTILES_D128 : kHeadDim < 128 ? 2 : 1;
+  // shared-memory traffic per mma. Wide dims keep one.
+  static constexpr int kMTiles = kHeadDim == 128 ? FA_SM80_FWD_MTILES_D128 : kWide ? 1 : 2;
   static constexpr int kRowsPerWarp = 16 * kMTiles;
-  // Four warps, as FlashAttention-2 uses: 128 rows (64 above d = 128) share each K/V tile.
-  static constexpr int kWarps = 4;
+  // Four warps: 128 query rows (64 for wide dims) share each K/V tile. Eight warps at d = 256
+  // (128 rows, FA2's choice) measured 0.85-0.98x against four warps' 0.90-1.16x: one such block
+  // fills an SM's registers, and its 8 warps then stall together at every barrier.
+  static constexpr int kWarps = kWide ? FA_SM80_FWD_WARPS_WIDE : 4;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kBlockM = kRowsPerWarp * kWarps;
-  // Keys per step: S costs kMTiles * kBlockN / 2 fp32 registers a thread. 64 up to d = 96;
-  // at d = 128 the 128-register O leaves room for 32 with few spills (64 spills 140 bytes and
-  // measured the same). Above d = 128 (one m-tile): 32, so that K/V stages stay small enough for
-  // two blocks per SM - at d = 160 / 192, 64 keys took 120 KB of shared memory (one block) and
-  // measured 18-20% slower (H200, bf16 16k: 159 -> 188 and 168 -> 202 TFLOP/s). The
-  // FA_SM80_FWD_BLOCK_N_* macros override these choices for tuning runs (bench/gpu_tune.sh).
+  // Keys per step; S costs kMTiles * kBlockN / 2 fp32 registers a thread.
+  //  d <= 32: 64.  d = 64: 96 (0.98-1.09x FA2 against 0.92-1.01x with 64; 128 spills).
+  //  d = 96: 32, the only choice without spills next to its 96-register O.  d = 128: 32 next to the 128-register O (48: 0.90-1.00x, 64: 0.89-0.95x,
+  //  both spill; 32: 0.89-1.03x).  Wide: 64 with the split pipeline below (d = 256:
+  //  0.90-1.16x against 0.76-0.98x with 32 keys double-buffered).
   static constexpr int kBlockN = kHeadDim <= 32    ? 64
                                  : kHeadDim <= 64 ? FA_SM80_FWD_BLOCK_N_D64
-                                 : kHeadDim <= 96 ? 64
+                                 : kHeadDim <= 96 ? FA_SM80_FWD_BLOCK_N_D96
                                  : kHeadDim == 128 ? FA_SM80_FWD_BLOCK_N_D128
-                                 : kHeadDim <= 192 ? FA_SM80_FWD_BLOCK_N_D192
-                                                   : 32;
+                                                   : FA_SM80_FWD_BLOCK_N_WIDE;
   // Blocks per SM the register allocation must allow (__launch_bounds__). 1 lets a block use
   // 255 registers (two blocks fit anyway); 3 caps it at 168 for 12 warps an SM. d = 32 fits 168
-  // without spilling and measured +19% (176 -> 210 TFLOP/s, bf16 16k, H200). d = 64 spills at
-  // 168 (124 B) and measured +1.6%, within noise; with 32 keys a step to fit, -2%: it keeps 1.
-  // The FA_SM80_FWD_* macros override these choices for tuning runs (bench/gpu_tune.sh).
+  // without spilling and measured +19% (176 -> 210 TFLOP/s, bf16 16k, H200); at d = 64 the cap
+  // spills and measured within noise, at d = 128 it costs the second m-tile (0.57x).
   static constexpr int kMinBlocksPerSm = kHeadDim <= 32   ? FA_SM80_FWD_MIN_BLOCKS_D32
                                          : kHeadDim <= 64 ? FA_SM80_FWD_MIN_BLOCKS_D64
                                          : kHeadDim == 128 ? FA_SM80_FWD_MIN_BLOCKS_D128
                                                           : 1;
-  // Two K/V stages: tile j+1 streams in (cp.async) while tile j is computed.
-  static constexpr int kStages = 2;
+  // K/V pipeline. Two-stage (kSplitKV false): K and V tiles j+1 stream in (cp.async) while tile
+  // j is computed; 2 x 2 K/V buffers. Split (true, FlashAttention-2's scheme): one K and one V
+  // buffer; V j streams in during Q·Kᵀ j, K j+1 during the softmax and P·V j, at the price of a
+  // second barrier per tile. Half the K/V shared memory, so twice the keys fit: wide dims use it
+  // to run 64 keys with two blocks per SM (d = 256: Q 32 KB + K 32 KB + V 32 KB). Narrow dims
+  // measured the same or slower with it (d = 128, 64 keys: 0.81-0.98x).
+  static constexpr bool kSplitKV = kWide ? FA_SM80_FWD_SPLIT_KV_WIDE : FA_SM80_FWD_SPLIT_KV_NARROW;
+  static constexpr int kStages = kSplitKV ? 1 : 2;
 
   using QTile = SwizzledTile<kBlockM, kHeadDim>;
   using KvTile = SwizzledTile<kBlockN, kHeadDim>;
