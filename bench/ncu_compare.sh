@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Profiles our sm80 forward and PyTorch's FlashAttention-2 forward on the same shape with Nsight
 # Compute (GPU machine), writing the detail pages and per-instruction source counters to OUTDIR.
-#   bench/ncu_compare.sh OUTDIR [--d 128] [--s 4096] [--causal]   (library in build-gpu/)
+#   [FA_LIB=build-gpu/libflashattn.so] bench/ncu_compare.sh OUTDIR [--d 128] [--s 4096] [--causal]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/ncu_compare.sh OUTDIR [profile args]}
@@ -18,7 +18,7 @@ run() {  # name kernel-regex command...
   ncu --import "$out/$name.ncu-rep" --page details > "$out/$name-details.txt" 2>&1
   ncu --import "$out/$name.ncu-rep" --page source --csv --print-source sass > "$out/$name-sass.csv" 2>&1
 }
-run ours fwd_kernel python3 bench/profile_fwd.py --lib build-gpu/libflashattn.so "$@"
+run ours fwd_kernel python3 bench/profile_fwd.py --lib "${FA_LIB:-build-gpu/libflashattn.so}" "$@"
 run fa2 flash_fwd python3 bench/profile_torch.py --backend fa2 "$@"
 for n in ours fa2; do
   echo "== $n"

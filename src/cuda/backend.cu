@@ -93,6 +93,11 @@ const char* check_forward(const Params& p) {
          " on CUDA is not implemented yet (it lands with the CUDA backward)");
   if (p.batch > 65535 || p.heads_q > 65535)
     fail(FA_ERROR_SIZE, "batch=", p.batch, ", heads_q=", p.heads_q, " must be <= 65535 on CUDA");
+  // The kernels index keys and rows in 32 bits inside a sequence (tile loops, masks).
+  constexpr int64_t kMaxSeqlen = int64_t(1) << 30;
+  if (p.seqlen_q > kMaxSeqlen || p.seqlen_k > kMaxSeqlen)
+    fail(FA_ERROR_SIZE, "seqlen_q=", p.seqlen_q, ", seqlen_k=", p.seqlen_k,
+         " must be <= 2^30 on CUDA");
   check_view_alignment(p.q, "q");
   check_view_alignment(p.k, "k");
   check_view_alignment(p.v, "v");

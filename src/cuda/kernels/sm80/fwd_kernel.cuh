@@ -94,13 +94,35 @@ struct FwdState {
   float l[kMTiles][2];  // this thread's partial row sums of exp2; reduced over the quad at the end
 };
 
+// The keys this thread's first row (row_g) sees, in 32-bit key coordinates, for the masked
+// tiles and the ALiBi distance: the row's rows row_g + dr (dr = 16 mt + 8 r) see keys
+// [begin + dr, min(end + dr, len_k)) on the diagonal diag + dr. 32 bits because the loop keeps
+// these live: the 64-bit Visibility and row index cost ~8 registers, enough to spill.
+// begin / end are clamped to [-kSlack, len_k + kSlack]: adding dr < kSlack to a clamped value
+// stays on the same side of [0, len_k], so clamping never changes a visible range.
+struct RowKeys {
+  static constexpr int kSlack = 64;
+  int begin, end, diag, len_k;
+
+  __device__ RowKeys(const Visibility& vis, int64_t row_g, int64_t len_k64) {
+    auto clamp = [&](int64_t x) {
+      return int(x < -kSlack ? -kSlack : (x > len_k64 + kSlack ? len_k64 + kSlack : x));
+    };
+    diag = int(row_g + vis.offset);
+    begin = vis.window_left < 0 ? -kSlack : clamp(row_g + vis.offset - vis.window_left);
+    end = vis.window_right < 0 ? int(len_k64) + kSlack
+                               : clamp(row_g + vis.offset + vis.window_right + 1);
+    len_k = int(len_k64);
+  }
+};
+
 // One warp's scores for one K/V tile: S = Q·Kᵀ, logit transform, and the mask (kMask: the tile
 // straddles a mask or sequence boundary).
 // Element e of s[mt][nt]: row row_g + 16 mt + 8 (e / 2), key n0 + 8 nt + 2t + e % 2.
 template <class T, bool kMask>
-__device__ __forceinline__ void scores(const Params& p, const Visibility& vis,
-                                       const Logit<float>& logit, bool transform, int64_t row_g,
-                                       int64_t n0, int64_t len_k, uint32_t sQ, uint32_t sK,
+__device__ __forceinline__ void scores(const Params& p, const RowKeys& rk,
+                                       const Logit<float>& logit, bool transform, int n0,
+                                       uint32_t sQ, uint32_t sK,
                                        const typename T::QTile::LaneOffsets& q_lane,
                                        const typename T::KvTile::LaneOffsets& k_lane,
                                        float (&s)[T::kMTiles][T::kBlockN / 8][4], int warp,
@@ -141,7 +163,7 @@ __device__ __forceinline__ void scores(const Params& p, const Visibility& vis,
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const int diag = int(row_g + 16 * mt + 8 * r + vis.offset - n0);  // row's diagonal - n0
+        const int diag = rk.diag + 16 * mt + 8 * r - n0;  // the row's diagonal - n0
 #pragma unroll
         for (int nt = 0; nt < kNt; ++nt)
 #pragma unroll
@@ -158,11 +180,11 @@ __device__ __forceinline__ void scores(const Params& p, const Visibility& vis,
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const int64_t row = row_g + 16 * mt + 8 * r;
         // Visible keys of this row, relative to n0 and clamped to the tile: [lo, hi).
-        const int64_t lo64 = vis.key_begin(row, len_k) - n0, hi64 = vis.key_end(row + 1, len_k) - n0;
-        const int lo = int(lo64 < 0 ? 0 : (lo64 > T::kBlockN ? T::kBlockN : lo64));
-        const int hi = int(hi64 < 0 ? 0 : (hi64 > T::kBlockN ? T::kBlockN : hi64));
+        const int dr = 16 * mt + 8 * r;
+        const int end = rk.end + dr < rk.len_k ? rk.end + dr : rk.len_k;
+        const int lo = min(max(rk.begin + dr - n0, 0), T::kBlockN);
+        const int hi = min(max(end - n0, 0), T::kBlockN);
 #pragma unroll
         for (int nt = 0; nt < kNt; ++nt)
 #pragma unroll
@@ -268,15 +290,41 @@ __device__ __forceinline__ void accumulate_pv(const float (&s)[T::kMTiles][T::kB
   }
 }
 
+// Which key tiles a warp must compute, and which of those need no mask, classified once per
+// block as tile-index ranges: per warp, not per block, because on a causal diagonal most warps'
+// rows see a key tile entirely or not at all, so only one or two of the four take the masked
+// path and the others run the unmasked one or skip the tile. The ranges are loop-invariant so
+// that each tile's branch costs two integer compares (testing the mask per tile in 64-bit
+// arithmetic sat on the loop's critical path, right after the barrier, and cost ~7% at d = 128).
+// Padding rows past len_q widen the warp's row range, which only makes both tests conservative.
+struct WarpTiles {
+  // Tile indices fit 32 bits (validation caps seqlen_k far below 2^31 tiles); 64-bit copies
+  // held for the whole loop pushed the d = 64 kernel into a spill.
+  int active_begin, active_end;  // tiles holding a key some row of the warp sees
+  int full_begin, full_end;      // tiles every row of the warp sees entirely (and < len_k)
+
+  __device__ WarpTiles(const Visibility& vis, int64_t row0, int rows, int64_t len_k, int block_n) {
+    // Rows see key ranges [begin(i), end(i)) with both bounds non-decreasing in i.
+    const int64_t any_begin = vis.key_begin(row0, len_k);
+    const int64_t any_end = vis.key_end(row0 + rows, len_k);
+    const int64_t all_begin = vis.key_begin(row0 + rows - 1, len_k);
+    const int64_t all_end = vis.key_end(row0 + 1, len_k);
+    active_begin = int(any_begin / block_n);
+    active_end = any_begin < any_end ? int((any_end + block_n - 1) / block_n) : active_begin;
+    full_begin = int((all_begin + block_n - 1) / block_n);
+    full_end = int(all_end / block_n);
+  }
+};
+
 // One K/V tile for one warp: scores, then `between` (the split pipeline's barrier and next-K
 // load; nothing in the two-stage one), then softmax and P·V. Softmax and P·V stay in one
 // straight-line region per mask variant so that the scheduler can interleave the exp2 of P with
 // the P·V mma (calling P·V after the masked / unmasked branches join cost 6% at d = 64 and 256).
 template <class T, bool kMask, class Between>
-__device__ __forceinline__ void tile_step(const Params& p, const Visibility& vis,
+__device__ __forceinline__ void tile_step(const Params& p, const RowKeys& rk,
                                           const Logit<float>& logit, bool transform,
-                                          float scale_log2, int64_t row_g, int64_t n0,
-                                          int64_t len_k, uint32_t sQ, uint32_t sK, uint32_t sV,
+                                          float scale_log2, int n0, uint32_t sQ, uint32_t sK,
+                                          uint32_t sV,
                                           const typename T::QTile::LaneOffsets& q_lane,
                                           const typename T::KvTile::LaneOffsets& k_lane,
                                           const typename T::KvTile::LaneOffsets& v_lane,
@@ -284,8 +332,7 @@ __device__ __forceinline__ void tile_step(const Params& p, const Visibility& vis
                                           FwdState<T::kMTiles>& st, int warp, int lane,
                                           Between&& between) {
   float s[T::kMTiles][T::kBlockN / 8][4];  // S, then P: (kRowsPerWarp, kBlockN) fp32 per warp
-  scores<T, kMask>(p, vis, logit, transform, row_g, n0, len_k, sQ, sK, q_lane, k_lane, s, warp,
-                   lane);
+  scores<T, kMask>(p, rk, logit, transform, n0, sQ, sK, q_lane, k_lane, s, warp, lane);
   between();
   softmax_update<T>(s, o, st, scale_log2);
   accumulate_pv<T>(s, sV, v_lane, o);
@@ -322,15 +369,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   const uint16_t* k = p.k.at<const uint16_t>(b, sq.k_start, hk);
   const uint16_t* v = p.v.at<const uint16_t>(b, sq.k_start, hk);
   const int64_t key_begin = vis.key_begin(m0, sq.len_k), key_end = vis.key_end(m0 + rows, sq.len_k);
-  const int64_t n_begin = key_begin / T::kBlockN;
-  const int64_t n_end = key_begin < key_end ? (key_end + T::kBlockN - 1) / T::kBlockN : n_begin;
+  const int n_begin = int(key_begin / T::kBlockN);  // key tiles [n_begin, n_end)
+  const int n_end = key_begin < key_end ? int((key_end + T::kBlockN - 1) / T::kBlockN) : n_begin;
 
-  auto load_k = [&](int64_t nb, int stage) {
+  auto load_k = [&](int nb, int stage) {
     const int64_t n0 = nb * T::kBlockN;
     load_tile<KvTile, T::kThreads>(sK + stage * KvTile::kElems, k + n0 * p.k.stride_s,
                                    p.k.stride_s, sq.len_k - n0, d, tid);
   };
-  auto load_v = [&](int64_t nb, int stage) {
+  auto load_v = [&](int nb, int stage) {
     const int64_t n0 = nb * T::kBlockN;
     load_tile<KvTile, T::kThreads>(sV + stage * KvTile::kElems, v + n0 * p.v.stride_s,
                                    p.v.stride_s, sq.len_k - n0, d, tid);
@@ -361,10 +408,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   const auto v_lane = a_lane<KvTile>(lane);
   // This thread's first row; the others are row_g + 8 and + 16 mt.
   const int64_t row_g = m0 + warp * T::kRowsPerWarp + g;
-  const int64_t warp_row0 = m0 + warp * T::kRowsPerWarp, warp_row1 = warp_row0 + T::kRowsPerWarp;
+  const RowKeys rk(vis, row_g, sq.len_k);
+  const WarpTiles warp_tiles(vis, m0 + warp * T::kRowsPerWarp, T::kRowsPerWarp, sq.len_k,
+                             T::kBlockN);
 
-  for (int64_t nb = n_begin; nb < n_end; ++nb) {
-    const int stage = T::kSplitKV ? 0 : int((nb - n_begin) % T::kStages);
+  for (int nb = n_begin; nb < n_end; ++nb) {
+    const int stage = T::kSplitKV ? 0 : (nb - n_begin) % T::kStages;
     cp_async_wait<0>();
     // Two-stage: tile nb (K and V) landed for everyone and everyone is done with tile nb - 1, so
     // tile nb + 1 streams into the other stage during this step. Split: K nb landed and every
@@ -377,15 +426,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
       load_v(nb + 1, stage ^ 1);
     }
     cp_async_commit();
-    const int64_t n0 = nb * T::kBlockN;
-    // Mask classification per warp, not per block: on a causal diagonal most warps' rows see a
-    // key tile entirely or not at all, so only one or two of the four take the masked path and
-    // the others either run the unmasked one or skip the tile. (Padding rows past len_q widen
-    // the warp's row range, which only makes both tests more conservative.)
-    const bool idle = n0 >= vis.key_end(warp_row1, sq.len_k) ||
-                      n0 + T::kBlockN <= vis.key_begin(warp_row0, sq.len_k);
-    const bool masked = n0 + T::kBlockN > sq.len_k ||
-                        !vis.block_unmasked(warp_row0, warp_row1, n0, n0 + T::kBlockN);
+    const int n0 = nb * T::kBlockN;
+    const bool idle = nb < warp_tiles.active_begin || nb >= warp_tiles.active_end;
+    const bool masked = nb < warp_tiles.full_begin || nb >= warp_tiles.full_end;
     const uint32_t sKs = smem_addr(sK + stage * KvTile::kElems);
     const uint32_t sVs = smem_addr(sV + stage * KvTile::kElems);
     auto between = [&] {
@@ -399,12 +442,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
     if (idle)
       between();
     else if (masked)
-      tile_step<T, true>(p, vis, logit, transform, scale_log2, row_g, n0, sq.len_k, smem_addr(sQ),
-                         sKs, sVs, q_lane, k_lane, v_lane, o, st, warp, lane, between);
+      tile_step<T, true>(p, rk, logit, transform, scale_log2, n0, smem_addr(sQ), sKs, sVs,
+                         q_lane, k_lane, v_lane, o, st, warp, lane, between);
     else
-      tile_step<T, false>(p, vis, logit, transform, scale_log2, row_g, n0, sq.len_k,
-                          smem_addr(sQ), sKs, sVs, q_lane, k_lane, v_lane, o, st, warp, lane,
-                          between);
+      tile_step<T, false>(p, rk, logit, transform, scale_log2, n0, smem_addr(sQ), sKs, sVs,
+                          q_lane, k_lane, v_lane, o, st, warp, lane, between);
   }
   cp_async_wait<0>();
 

@@ -8,8 +8,11 @@
 
 #include "cuda/tile/swizzle.h"
 
+#ifndef FA_SM80_FWD_BLOCK_N_D32
+#define FA_SM80_FWD_BLOCK_N_D32 48
+#endif
 #ifndef FA_SM80_FWD_BLOCK_N_D64
-#define FA_SM80_FWD_BLOCK_N_D64 96
+#define FA_SM80_FWD_BLOCK_N_D64 64
 #endif
 #ifndef FA_SM80_FWD_BLOCK_N_D96
 #define FA_SM80_FWD_BLOCK_N_D96 32
@@ -70,7 +73,7 @@ struct FwdTraits {
   //  d = 96: 32, the only choice without spills next to its 96-register O.  d = 128: 32 next to the 128-register O (48: 0.90-1.00x, 64: 0.89-0.95x,
   //  both spill; 32: 0.89-1.03x).  Wide: 64 with the split pipeline below (d = 256:
   //  0.90-1.16x against 0.76-0.98x with 32 keys double-buffered).
-  static constexpr int kBlockN = kHeadDim <= 32    ? 64
+  static constexpr int kBlockN = kHeadDim <= 32    ? FA_SM80_FWD_BLOCK_N_D32
                                  : kHeadDim <= 64 ? FA_SM80_FWD_BLOCK_N_D64
                                  : kHeadDim <= 96 ? FA_SM80_FWD_BLOCK_N_D96
                                  : kHeadDim == 128 ? FA_SM80_FWD_BLOCK_N_D128
