@@ -26,316 +26,31 @@
 #include "cuda/arch/cp_async.cuh"
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
+#include "cuda/kernels/sm80/fwd_tile.cuh"
 #include "cuda/kernels/sm80/fwd_traits.h"
 
 namespace fa::cuda::sm80 {
 
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kNegInf = -__builtin_huge_valf();
-// Lazy rescaling threshold, log2 units: P may grow to 2^8 before O is rescaled (see tile_step).
-constexpr float kRescaleLog2 = 8.f;
-
-__device__ __forceinline__ float exp2_fast(float x) {  // ex2.approx: 2^-inf = +0
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// Global -> shared, 16-byte chunks: rows [0, rows_valid) and columns [0, cols_valid) copied,
-// everything else of the tile zero-filled. The first kRowStep * kChunksPerRow threads cover
-// kRowStep whole rows at a time, so each thread keeps one column and its chunks sit kRowStep
-// rows apart: the 64-bit source address is formed once and advanced by a loop-invariant step
-// (recomputing it per chunk cost ~10 instructions a chunk and, through the registers it held,
-// the spills the d = 64 / 128 kernels had). Head dims whose chunk count per row does not divide
-// the thread count (96, 160, 224) leave the remaining threads idle during the copy.
-template <class Tile, int kThreads>
-__device__ __forceinline__ void load_tile(uint16_t* smem, const uint16_t* gmem, int64_t row_stride,
-                                          int64_t rows_valid, int cols_valid, int tid) {
-  constexpr int kChunksPerRow = Tile::kColCount / Tile::kChunkElems;
-  constexpr int kRowStep = kThreads / kChunksPerRow;  // rows copied per pass
-  static_assert(kRowStep >= 1, "a tile row has more chunks than the block has threads");
-  constexpr int kPasses = (Tile::kRowCount + kRowStep - 1) / kRowStep;
-  if (kRowStep * kChunksPerRow != kThreads && tid >= kRowStep * kChunksPerRow) return;
-  const int rows = int(rows_valid < Tile::kRowCount ? (rows_valid < 0 ? 0 : rows_valid)
-                                                    : Tile::kRowCount);
-  const int row = tid / kChunksPerRow, col = (tid % kChunksPerRow) * Tile::kChunkElems;
-  const bool col_ok = col < cols_valid;
-  const uint16_t* src = gmem + row * row_stride + col;
-  const int64_t step = kRowStep * row_stride;
-#pragma unroll
-  for (int i = 0; i < kPasses; ++i) {
-    const int r = row + i * kRowStep;
-    if (Tile::kRowCount % kRowStep != 0 && r >= Tile::kRowCount) break;
-    const bool valid = col_ok && r < rows;
-    cp_async_16(smem_addr(smem + Tile::offset(r, col)), valid ? src : gmem, valid);
-    src += step;
-  }
-}
-
-// ldmatrix.x4 lane roles. For a 16x16 A fragment at (row0, col0) of a row-major tile the four
-// matrices are (rows +0, cols +0), (rows +8, cols +0), (rows +0, cols +8), (rows +8, cols +8):
-// lane l addresses row (l % 8) + 8 ((l / 8) % 2), column 8 (l / 16). The same order gives Vᵀ
-// fragments through ldmatrix.trans. For two n-tiles of Kᵀ (B fragments) at (n0, col0) the
-// matrices are (rows n0, cols +0), (n0, +8), (n0 + 8, +0), (n0 + 8, +8): row (l % 8) + 8 (l / 16),
-// column 8 ((l / 8) % 2).
-template <class Tile>
-__device__ __forceinline__ typename Tile::LaneOffsets a_lane(int lane) {
-  return Tile::lane_offsets(lane % 8 + 8 * ((lane / 8) % 2), 8 * (lane / 16));
-}
-template <class Tile>
-__device__ __forceinline__ typename Tile::LaneOffsets bt_lane(int lane) {
-  return Tile::lane_offsets(lane % 8 + 8 * (lane / 16), 8 * ((lane / 8) % 2));
-}
-
-// Per thread: rows g and g + 8 of each of the warp's m-tiles.
-template <int kMTiles>
-struct FwdState {
-  float m[kMTiles][2];  // running max of the (raw or logit) scores
-  float l[kMTiles][2];  // this thread's partial row sums of exp2; reduced over the quad at the end
-};
-
-// The keys this thread's first row (row_g) sees, in 32-bit key coordinates, for the masked
-// tiles and the ALiBi distance: the row's rows row_g + dr (dr = 16 mt + 8 r) see keys
-// [begin + dr, min(end + dr, len_k)) on the diagonal diag + dr. 32 bits because the loop keeps
-// these live: the 64-bit Visibility and row index cost ~8 registers, enough to spill.
-// begin / end are clamped to [-kSlack, len_k + kSlack]: adding dr < kSlack to a clamped value
-// stays on the same side of [0, len_k], so clamping never changes a visible range.
-struct RowKeys {
-  static constexpr int kSlack = 64;
-  int begin, end, diag, len_k;
-
-  __device__ RowKeys(const Visibility& vis, int64_t row_g, int64_t len_k64) {
-    auto clamp = [&](int64_t x) {
-      return int(x < -kSlack ? -kSlack : (x > len_k64 + kSlack ? len_k64 + kSlack : x));
-    };
-    diag = int(row_g + vis.offset);
-    begin = vis.window_left < 0 ? -kSlack : clamp(row_g + vis.offset - vis.window_left);
-    end = vis.window_right < 0 ? int(len_k64) + kSlack
-                               : clamp(row_g + vis.offset + vis.window_right + 1);
-    len_k = int(len_k64);
-  }
-};
-
-// One warp's scores for one K/V tile: S = Q·Kᵀ, logit transform, and the mask (kMask: the tile
-// straddles a mask or sequence boundary).
-// Element e of s[mt][nt]: row row_g + 16 mt + 8 (e / 2), key n0 + 8 nt + 2t + e % 2.
-template <class T, bool kMask>
-__device__ __forceinline__ void scores(const Params& p, const RowKeys& rk,
-                                       const Logit<float>& logit, bool transform, int n0,
-                                       uint32_t sQ, uint32_t sK,
-                                       const typename T::QTile::LaneOffsets& q_lane,
-                                       const typename T::KvTile::LaneOffsets& k_lane,
-                                       float (&s)[T::kMTiles][T::kBlockN / 8][4], int warp,
-                                       int lane) {
-  using Tag = typename T::Tag;
-  constexpr int kM = T::kMTiles;
-  constexpr int kNt = T::kBlockN / 8;  // n-tiles of S
-  const int t = lane % 4;
-
-  // S (kM x 16 rows, kBlockN) = Q Kᵀ; each K fragment serves every m-tile of the warp.
-#pragma unroll
-  for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < kNt; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
-#pragma unroll
-  for (int ks = 0; ks < T::kHeadDim / 16; ++ks) {
-    uint32_t a[kM][4];
-#pragma unroll
-    for (int mt = 0; mt < kM; ++mt)
-      ldmatrix_x4(a[mt], sQ + T::QTile::frag_offset(q_lane, warp * T::kRowsPerWarp + 16 * mt,
-                                                     ks * 16));
-#pragma unroll
-    for (int nt = 0; nt < kNt; nt += 2) {
-      uint32_t b[4];
-      ldmatrix_x4(b, sK + T::KvTile::frag_offset(k_lane, nt * 8, ks * 16));
-#pragma unroll
-      for (int mt = 0; mt < kM; ++mt) {
-        mma_m16n8k16<Tag>(s[mt][nt], a[mt], {b[0], b[1]});
-        mma_m16n8k16<Tag>(s[mt][nt + 1], a[mt], {b[2], b[3]});
-      }
-    }
-  }
-
-  // Logit transform and mask in 32-bit tile-relative coordinates: key n0 + c with
-  // c = 8 nt + 2t + e % 2 (so c is a constant plus 2t), one diagonal / key range per row.
-  if (transform) {
-#pragma unroll
-    for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int diag = rk.diag + 16 * mt + 8 * r - n0;  // the row's diagonal - n0
-#pragma unroll
-        for (int nt = 0; nt < kNt; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float x = s[mt][nt][2 * r + e] * p.softmax_scale;
-            if (logit.softcap > 0.f) x = logit.softcap * tanhf(x / logit.softcap);
-            x -= logit.alibi_slope * fabsf(float(diag - (8 * nt + 2 * t + e)));
-            s[mt][nt][2 * r + e] = x;
-          }
-      }
-  }
-  if constexpr (kMask) {
-#pragma unroll
-    for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        // Visible keys of this row, relative to n0 and clamped to the tile: [lo, hi).
-        const int dr = 16 * mt + 8 * r;
-        const int end = rk.end + dr < rk.len_k ? rk.end + dr : rk.len_k;
-        const int lo = min(max(rk.begin + dr - n0, 0), T::kBlockN);
-        const int hi = min(max(end - n0, 0), T::kBlockN);
-#pragma unroll
-        for (int nt = 0; nt < kNt; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int c = 8 * nt + 2 * t + e;
-            if (c < lo || c >= hi) s[mt][nt][2 * r + e] = kNegInf;
-          }
-      }
-  }
-}
-
-// Online softmax with lazy rescaling, turning S into P (fp32, not yet rounded) in place. Each
-// row keeps a reference max m; P = 2^((s - m) c) with c = scale_log2. O and l are rescaled only
-// when some row's tile max exceeds its m by more than kRescaleLog2 (then P <= 2^kRescaleLog2 =
-// 256 stays far inside fp16 / bf16 range and fp32 accumulation), so once the maxima settle most
-// tiles skip the d-wide rescale of O - which costs as many instructions as the tile's P·V mma
-// at d = 128. The vote keeps it warp-uniform.
-template <class T>
-__device__ __forceinline__ void softmax_update(float (&s)[T::kMTiles][T::kBlockN / 8][4],
-                                               float (&o)[T::kMTiles][T::kHeadDim / 8][4],
-                                               FwdState<T::kMTiles>& st, float scale_log2) {
-  constexpr int kM = T::kMTiles;
-  constexpr int kNt = T::kBlockN / 8;
-  float tile_max[kM][2];
-  bool need = false;
-#pragma unroll
-  for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = kNegInf;
-#pragma unroll
-      for (int nt = 0; nt < kNt; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      tile_max[mt][r] = mx;
-      // First visible key (m = -inf) or a max that grew too much; -inf - -inf is NaN: false.
-      need |= (mx - st.m[mt][r]) * scale_log2 > kRescaleLog2;
-    }
-  if (__any_sync(0xffffffffu, need)) {
-#pragma unroll
-    for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float m_new = fmaxf(st.m[mt][r], tile_max[mt][r]);
-        if (m_new == kNegInf) continue;  // nothing visible yet: O and l are still 0
-        // Difference first, then scale: with |logits| ~ 1e3 (ALiBi over long rows) two rounded
-        // products would each be ~1e-4 off, and the error would compound over the rescales.
-        const float alpha = exp2_fast((st.m[mt][r] - m_new) * scale_log2);
-        st.m[mt][r] = m_new;
-        st.l[mt][r] *= alpha;
-#pragma unroll
-        for (int nd = 0; nd < T::kHeadDim / 8; ++nd) {
-          o[mt][nd][2 * r] *= alpha;
-          o[mt][nd][2 * r + 1] *= alpha;
-        }
-      }
-  }
-#pragma unroll
-  for (int mt = 0; mt < kM; ++mt)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float m_use = st.m[mt][r] == kNegInf ? 0.f : st.m[mt][r];  // exp -> 0, not NaN
-      const float m_scaled = m_use * scale_log2;
-#pragma unroll
-      for (int nt = 0; nt < kNt; ++nt) {
-        s[mt][nt][2 * r] = exp2_fast(fmaf(s[mt][nt][2 * r], scale_log2, -m_scaled));
-        s[mt][nt][2 * r + 1] = exp2_fast(fmaf(s[mt][nt][2 * r + 1], scale_log2, -m_scaled));
-        st.l[mt][r] += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
-      }
-    }
-}
-
-// The second half: O += P·V for one warp, P rounded to 16 bits in registers.
-template <class T>
-__device__ __forceinline__ void accumulate_pv(const float (&s)[T::kMTiles][T::kBlockN / 8][4],
-                                              uint32_t sV,
-                                              const typename T::KvTile::LaneOffsets& v_lane,
-                                              float (&o)[T::kMTiles][T::kHeadDim / 8][4]) {
-  using Tag = typename T::Tag;
-  constexpr int kM = T::kMTiles;
-  // O += P V, P straight from registers: n-tiles 2kk, 2kk+1 of S are k-step kk's A fragment;
-  // each V fragment serves every m-tile.
-#pragma unroll
-  for (int kk = 0; kk < T::kBlockN / 16; ++kk) {
-    uint32_t a[kM][4];
-#pragma unroll
-    for (int mt = 0; mt < kM; ++mt) {
-      a[mt][0] = pack2<Tag>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-      a[mt][1] = pack2<Tag>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-      a[mt][2] = pack2<Tag>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-      a[mt][3] = pack2<Tag>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-    }
-#pragma unroll
-    for (int nd = 0; nd < T::kHeadDim / 8; nd += 2) {
-      uint32_t b[4];  // Vᵀ fragments via ldmatrix.trans: same quadrant order as an A fragment
-      ldmatrix_x4_trans(b, sV + T::KvTile::frag_offset(v_lane, kk * 16, nd * 8));
-#pragma unroll
-      for (int mt = 0; mt < kM; ++mt) {
-        mma_m16n8k16<Tag>(o[mt][nd], a[mt], {b[0], b[1]});
-        mma_m16n8k16<Tag>(o[mt][nd + 1], a[mt], {b[2], b[3]});
-      }
-    }
-  }
-}
-
-// Which key tiles a warp must compute, and which of those need no mask, classified once per
-// block as tile-index ranges: per warp, not per block, because on a causal diagonal most warps'
-// rows see a key tile entirely or not at all, so only one or two of the four take the masked
-// path and the others run the unmasked one or skip the tile. The ranges are loop-invariant so
-// that each tile's branch costs two integer compares (testing the mask per tile in 64-bit
-// arithmetic sat on the loop's critical path, right after the barrier, and cost ~7% at d = 128).
-// Padding rows past len_q widen the warp's row range, which only makes both tests conservative.
-struct WarpTiles {
-  // Tile indices fit 32 bits (validation caps seqlen_k far below 2^31 tiles); 64-bit copies
-  // held for the whole loop pushed the d = 64 kernel into a spill.
-  int active_begin, active_end;  // tiles holding a key some row of the warp sees
-  int full_begin, full_end;      // tiles every row of the warp sees entirely (and < len_k)
-
-  __device__ WarpTiles(const Visibility& vis, int64_t row0, int rows, int64_t len_k, int block_n) {
-    // Rows see key ranges [begin(i), end(i)) with both bounds non-decreasing in i.
-    const int64_t any_begin = vis.key_begin(row0, len_k);
-    const int64_t any_end = vis.key_end(row0 + rows, len_k);
-    const int64_t all_begin = vis.key_begin(row0 + rows - 1, len_k);
-    const int64_t all_end = vis.key_end(row0 + 1, len_k);
-    active_begin = int(any_begin / block_n);
-    active_end = any_begin < any_end ? int((any_end + block_n - 1) / block_n) : active_begin;
-    full_begin = int((all_begin + block_n - 1) / block_n);
-    full_end = int(all_end / block_n);
-  }
-};
-
-// One K/V tile for one warp: scores, then `between` (the split pipeline's barrier and next-K
-// load; nothing in the two-stage one), then softmax and P·V. Softmax and P·V stay in one
-// straight-line region per mask variant so that the scheduler can interleave the exp2 of P with
-// the P·V mma (calling P·V after the masked / unmasked branches join cost 6% at d = 64 and 256).
+// One K/V tile for one warp, computed start to finish (two-stage and split pipelines): S, then
+// `between` (the split pipeline's barrier and next-K load; nothing in the two-stage one), then
+// transform / mask, softmax and P·V. Softmax and P·V stay in one straight-line region per mask
+// variant so that the scheduler can interleave the exp2 of P with the P·V mma (calling P·V
+// after the masked / unmasked branches joined cost 6% at d = 64 and 256).
 template <class T, bool kMask, class Between>
 __device__ __forceinline__ void tile_step(const Params& p, const RowKeys& rk,
                                           const Logit<float>& logit, bool transform,
-                                          float scale_log2, int n0, uint32_t sQ, uint32_t sK,
-                                          uint32_t sV,
-                                          const typename T::QTile::LaneOffsets& q_lane,
-                                          const typename T::KvTile::LaneOffsets& k_lane,
-                                          const typename T::KvTile::LaneOffsets& v_lane,
+                                          float scale_log2, int n0, const QkGemm<T>& qk,
+                                          const PvGemm<T>& pv,
                                           float (&o)[T::kMTiles][T::kHeadDim / 8][4],
-                                          FwdState<T::kMTiles>& st, int warp, int lane,
-                                          Between&& between) {
+                                          FwdState<T::kMTiles>& st, int lane, Between&& between) {
   float s[T::kMTiles][T::kBlockN / 8][4];  // S, then P: (kRowsPerWarp, kBlockN) fp32 per warp
-  scores<T, kMask>(p, rk, logit, transform, n0, sQ, sK, q_lane, k_lane, s, warp, lane);
+  qk.run(s);
   between();
+  transform_mask<T, kMask>(p, rk, logit, transform, n0, s, lane);
   softmax_update<T>(s, o, st, scale_log2);
-  accumulate_pv<T>(s, sV, v_lane, o);
+  PackedP<T> pp;
+  pack_p<T>(s, pp);
+  pv.run(o, pp);
 }
 
 template <class T>
@@ -382,14 +97,21 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
     load_tile<KvTile, T::kThreads>(sV + stage * KvTile::kElems, v + n0 * p.v.stride_s,
                                    p.v.stride_s, sq.len_k - n0, d, tid);
   };
-  // Q and the first K tile form the first group; in the two-stage pipeline the first V tile
-  // joins them, in the split pipeline it is loaded inside the loop.
+  // Q and the first K tile form the first group; the first V tile joins them except in the
+  // split pipeline (loaded inside its loop). The overlapped pipeline also starts tile 2.
   load_tile<QTile, T::kThreads>(sQ, q, p.q.stride_s, rows, d, tid);
   if (n_begin < n_end) {
     load_k(n_begin, 0);
-    if constexpr (!T::kSplitKV) load_v(n_begin, 0);
+    if constexpr (T::kPipeline != Pipeline::kSplit) load_v(n_begin, 0);
   }
   cp_async_commit();
+  if constexpr (T::kPipeline == Pipeline::kOverlap) {
+    if (n_begin + 1 < n_end) {
+      load_k(n_begin + 1, 1);
+      load_v(n_begin + 1, 1);
+    }
+    cp_async_commit();
+  }
 
   float o[kM][T::kHeadDim / 8][4];
 #pragma unroll
@@ -412,41 +134,94 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   const WarpTiles warp_tiles(vis, m0 + warp * T::kRowsPerWarp, T::kRowsPerWarp, sq.len_k,
                              T::kBlockN);
 
-  for (int nb = n_begin; nb < n_end; ++nb) {
-    const int stage = T::kSplitKV ? 0 : (nb - n_begin) % T::kStages;
-    cp_async_wait<0>();
-    // Two-stage: tile nb (K and V) landed for everyone and everyone is done with tile nb - 1, so
-    // tile nb + 1 streams into the other stage during this step. Split: K nb landed and every
-    // warp finished P·V of tile nb - 1, so V nb streams in during Q·Kᵀ and the softmax.
-    __syncthreads();
-    if constexpr (T::kSplitKV) {
-      load_v(nb, 0);
-    } else if (nb + 1 < n_end) {
-      load_k(nb + 1, stage ^ 1);
-      load_v(nb + 1, stage ^ 1);
-    }
-    cp_async_commit();
-    const int n0 = nb * T::kBlockN;
-    const bool idle = nb < warp_tiles.active_begin || nb >= warp_tiles.active_end;
-    const bool masked = nb < warp_tiles.full_begin || nb >= warp_tiles.full_end;
-    const uint32_t sKs = smem_addr(sK + stage * KvTile::kElems);
-    const uint32_t sVs = smem_addr(sV + stage * KvTile::kElems);
-    auto between = [&] {
-      if constexpr (T::kSplitKV) {
-        cp_async_wait<0>();
-        __syncthreads();  // V nb landed; every warp is done reading K nb: K nb + 1 streams in
-        if (nb + 1 < n_end) load_k(nb + 1, 0);
-        cp_async_commit();
-      }
-    };
-    if (idle)
-      between();
-    else if (masked)
-      tile_step<T, true>(p, rk, logit, transform, scale_log2, n0, smem_addr(sQ), sKs, sVs,
-                         q_lane, k_lane, v_lane, o, st, warp, lane, between);
+  auto tile_idle = [&](int nb) { return nb < warp_tiles.active_begin || nb >= warp_tiles.active_end; };
+  auto tile_masked = [&](int nb) { return nb < warp_tiles.full_begin || nb >= warp_tiles.full_end; };
+  auto k_stage = [&](int stage) { return smem_addr(sK + stage * KvTile::kElems); };
+  auto v_stage = [&](int stage) { return smem_addr(sV + stage * KvTile::kElems); };
+  // Transform, mask and softmax of a finished S, leaving P in 16 bits for the next P·V.
+  auto finish_scores = [&](float (&s)[kM][T::kBlockN / 8][4], int nb, PackedP<T>& pp) {
+    if (tile_masked(nb))
+      transform_mask<T, true>(p, rk, logit, transform, nb * T::kBlockN, s, lane);
     else
-      tile_step<T, false>(p, rk, logit, transform, scale_log2, n0, smem_addr(sQ), sKs, sVs,
-                          q_lane, k_lane, v_lane, o, st, warp, lane, between);
+      transform_mask<T, false>(p, rk, logit, transform, nb * T::kBlockN, s, lane);
+    softmax_update<T>(s, o, st, scale_log2);
+    pack_p<T>(s, pp);
+  };
+
+  if constexpr (T::kPipeline == Pipeline::kOverlap) {
+    // Tile nb's P·V is issued together with tile nb + 1's Q·Kᵀ (qk_pv_fused), so at iteration
+    // nb the warps read V(nb) and K(nb + 1) while tile nb + 2 streams into the third stage.
+    if (n_begin < n_end) {
+      cp_async_wait<1>();  // Q and tile n_begin landed (tile n_begin + 1 may still be in flight)
+      __syncthreads();
+    }
+    PackedP<T> pp;
+    bool have_p = false;  // pp holds this warp's P of tile nb
+    float s[kM][T::kBlockN / 8][4];
+    if (n_begin < n_end && !tile_idle(n_begin)) {
+      QkGemm<T>{smem_addr(sQ), k_stage(0), q_lane, k_lane, warp}.run(s);
+      finish_scores(s, n_begin, pp);
+      have_p = true;
+    }
+    int stage = 0;  // stage of tile nb
+    for (int nb = n_begin; nb < n_end; ++nb) {
+      const int next = stage == T::kStages - 1 ? 0 : stage + 1;
+      const int after = next == T::kStages - 1 ? 0 : next + 1;
+      cp_async_wait<0>();
+      __syncthreads();  // tile nb + 1 landed; everyone is done with iteration nb - 1, whose
+                        // stage (V(nb - 1)) is now free for tile nb + 2
+      if (nb + 2 < n_end) {
+        load_k(nb + 2, after);
+        load_v(nb + 2, after);
+      }
+      cp_async_commit();
+      const bool next_live = nb + 1 < n_end && !tile_idle(nb + 1);
+      const QkGemm<T> qk{smem_addr(sQ), k_stage(next), q_lane, k_lane, warp};
+      const PvGemm<T> pv{v_stage(stage), v_lane};
+      if (have_p && next_live)
+        qk_pv_fused<T>(qk, pv, s, o, pp);
+      else if (have_p)
+        pv.run(o, pp);
+      else if (next_live)
+        qk.run(s);
+      if (next_live) finish_scores(s, nb + 1, pp);
+      have_p = next_live;
+      stage = next;
+    }
+  } else {
+    for (int nb = n_begin; nb < n_end; ++nb) {
+      constexpr bool kSplit = T::kPipeline == Pipeline::kSplit;
+      const int stage = kSplit ? 0 : (nb - n_begin) % T::kStages;
+      cp_async_wait<0>();
+      // Two-stage: tile nb (K and V) landed for everyone and everyone is done with tile nb - 1,
+      // so tile nb + 1 streams into the other stage during this step. Split: K nb landed and
+      // every warp finished P·V of tile nb - 1, so V nb streams in during Q·Kᵀ.
+      __syncthreads();
+      if constexpr (kSplit) {
+        load_v(nb, 0);
+      } else if (nb + 1 < n_end) {
+        load_k(nb + 1, stage ^ 1);
+        load_v(nb + 1, stage ^ 1);
+      }
+      cp_async_commit();
+      auto between = [&] {
+        if constexpr (kSplit) {
+          cp_async_wait<0>();
+          __syncthreads();  // V nb landed; every warp is done reading K nb: K nb + 1 streams in
+          if (nb + 1 < n_end) load_k(nb + 1, 0);
+          cp_async_commit();
+        }
+      };
+      const QkGemm<T> qk{smem_addr(sQ), k_stage(stage), q_lane, k_lane, warp};
+      const PvGemm<T> pv{v_stage(stage), v_lane};
+      const int n0 = nb * T::kBlockN;
+      if (tile_idle(nb))
+        between();
+      else if (tile_masked(nb))
+        tile_step<T, true>(p, rk, logit, transform, scale_log2, n0, qk, pv, o, st, lane, between);
+      else
+        tile_step<T, false>(p, rk, logit, transform, scale_log2, n0, qk, pv, o, st, lane, between);
+    }
   }
   cp_async_wait<0>();
 

@@ -23,11 +23,12 @@
 #ifndef FA_SM80_FWD_BLOCK_N_WIDE
 #define FA_SM80_FWD_BLOCK_N_WIDE 64
 #endif
-#ifndef FA_SM80_FWD_SPLIT_KV_NARROW
-#define FA_SM80_FWD_SPLIT_KV_NARROW false
+// Pipeline numbers (enum Pipeline below): 0 two-stage, 1 split, 2 overlapped.
+#ifndef FA_SM80_FWD_PIPELINE_NARROW
+#define FA_SM80_FWD_PIPELINE_NARROW 2
 #endif
-#ifndef FA_SM80_FWD_SPLIT_KV_WIDE
-#define FA_SM80_FWD_SPLIT_KV_WIDE true
+#ifndef FA_SM80_FWD_PIPELINE_WIDE
+#define FA_SM80_FWD_PIPELINE_WIDE 1
 #endif
 #ifndef FA_SM80_FWD_WARPS_WIDE
 #define FA_SM80_FWD_WARPS_WIDE 4
@@ -46,6 +47,19 @@
 #endif
 
 namespace fa::cuda::sm80 {
+
+// How K/V tiles stream through shared memory (cp.async) against the compute of a tile j.
+enum class Pipeline {
+  // Two stages of (K, V): tile j+1 loads while tile j computes; one barrier per tile.
+  kTwoStage = 0,
+  // FlashAttention-2's scheme, one K and one V buffer: V(j) loads during Q·K(j)ᵀ, K(j+1) during
+  // the softmax and P·V(j); two barriers per tile, half the K/V shared memory.
+  kSplit = 1,
+  // Three stages: P(j)·V(j) is issued interleaved with Q·K(j+1)ᵀ, so that Q·Kᵀ's few
+  // accumulator chains are not the only mma in flight (fwd_tile.cuh, qk_pv_fused); tile j+2
+  // loads meanwhile. One barrier per tile.
+  kOverlap = 2,
+};
 
 template <int kHeadDim_, typename Tag_>
 struct FwdTraits {
@@ -86,14 +100,15 @@ struct FwdTraits {
                                          : kHeadDim <= 64 ? FA_SM80_FWD_MIN_BLOCKS_D64
                                          : kHeadDim == 128 ? FA_SM80_FWD_MIN_BLOCKS_D128
                                                           : 1;
-  // K/V pipeline. Two-stage (kSplitKV false): K and V tiles j+1 stream in (cp.async) while tile
-  // j is computed; 2 x 2 K/V buffers. Split (true, FlashAttention-2's scheme): one K and one V
-  // buffer; V j streams in during Q·Kᵀ j, K j+1 during the softmax and P·V j, at the price of a
-  // second barrier per tile. Half the K/V shared memory, so twice the keys fit: wide dims use it
-  // to run 64 keys with two blocks per SM (d = 256: Q 32 KB + K 32 KB + V 32 KB). Narrow dims
-  // measured the same or slower with it (d = 128, 64 keys: 0.81-0.98x).
-  static constexpr bool kSplitKV = kWide ? FA_SM80_FWD_SPLIT_KV_WIDE : FA_SM80_FWD_SPLIT_KV_NARROW;
-  static constexpr int kStages = kSplitKV ? 1 : 2;
+  // K/V pipeline (Pipeline, above). Narrow dims overlap P·V of tile j with Q·Kᵀ of tile j+1
+  // (three stages); wide dims use the split scheme to run 64 keys with two blocks per SM
+  // (d = 256: Q 32 KB + K 32 KB + V 32 KB; 0.90-1.16x FA2 against 0.76-0.98x with 32 keys
+  // double-buffered); three stages of 64 wide keys would not fit.
+  static constexpr Pipeline kPipeline =
+      kWide ? Pipeline(FA_SM80_FWD_PIPELINE_WIDE) : Pipeline(FA_SM80_FWD_PIPELINE_NARROW);
+  static constexpr int kStages = kPipeline == Pipeline::kOverlap ? 3
+                                 : kPipeline == Pipeline::kSplit  ? 1
+                                                                  : 2;
 
   using QTile = SwizzledTile<kBlockM, kHeadDim>;
   using KvTile = SwizzledTile<kBlockN, kHeadDim>;
