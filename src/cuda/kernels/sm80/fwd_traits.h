@@ -24,8 +24,11 @@
 #define FA_SM80_FWD_BLOCK_N_WIDE 64
 #endif
 // Pipeline numbers (enum Pipeline below): 0 two-stage, 1 split, 2 overlapped.
-#ifndef FA_SM80_FWD_PIPELINE_NARROW
-#define FA_SM80_FWD_PIPELINE_NARROW 2
+#ifndef FA_SM80_FWD_PIPELINE_SMALL
+#define FA_SM80_FWD_PIPELINE_SMALL 0
+#endif
+#ifndef FA_SM80_FWD_PIPELINE_D128
+#define FA_SM80_FWD_PIPELINE_D128 2
 #endif
 #ifndef FA_SM80_FWD_PIPELINE_WIDE
 #define FA_SM80_FWD_PIPELINE_WIDE 1
@@ -83,10 +86,11 @@ struct FwdTraits {
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kBlockM = kRowsPerWarp * kWarps;
   // Keys per step; S costs kMTiles * kBlockN / 2 fp32 registers a thread.
-  //  d <= 32: 64.  d = 64: 96 (0.98-1.09x FA2 against 0.92-1.01x with 64; 128 spills).
-  //  d = 96: 32, the only choice without spills next to its 96-register O.  d = 128: 32 next to the 128-register O (48: 0.90-1.00x, 64: 0.89-0.95x,
-  //  both spill; 32: 0.89-1.03x).  Wide: 64 with the split pipeline below (d = 256:
-  //  0.90-1.16x against 0.76-0.98x with 32 keys double-buffered).
+  //  d = 32: 48, the most that fits the 168-register cap of three blocks per SM unspilled.
+  //  d = 64: 64 (96 spilled inside the loop once the mask became per-warp, 1.00-1.08x vs
+  //  0.94-1.06x in the same run).  d = 96: 32, the only choice without spills next to its
+  //  96-register O.  d = 128: 32 next to the 128-register O (48: 0.90-1.00x, 64: 0.89-0.95x,
+  //  both spill; 32: 0.89-1.03x).  Wide: 64 with the split pipeline below.
   static constexpr int kBlockN = kHeadDim <= 32    ? FA_SM80_FWD_BLOCK_N_D32
                                  : kHeadDim <= 64 ? FA_SM80_FWD_BLOCK_N_D64
                                  : kHeadDim <= 96 ? FA_SM80_FWD_BLOCK_N_D96
@@ -100,12 +104,18 @@ struct FwdTraits {
                                          : kHeadDim <= 64 ? FA_SM80_FWD_MIN_BLOCKS_D64
                                          : kHeadDim == 128 ? FA_SM80_FWD_MIN_BLOCKS_D128
                                                           : 1;
-  // K/V pipeline (Pipeline, above). Narrow dims overlap P·V of tile j with Q·Kᵀ of tile j+1
-  // (three stages); wide dims use the split scheme to run 64 keys with two blocks per SM
+  // K/V pipeline (Pipeline, above), measured against each other in one session (H200, bf16,
+  // 1k / 4k / 16k, ratio to FA2): d = 128 overlapped 0.93 / 1.01 / 1.02 (causal 0.91 / 1.00 /
+  // 1.03) against two-stage 0.90 / 0.95 / 0.98 (0.88 / 0.95 / 0.99); d = 64 the reverse,
+  // two-stage 0.99 / 1.06 / 1.07 against overlapped 0.95 / 1.01 / 1.03 - with half the head dim
+  // P·V has fewer units to interleave and the third stage costs a block's worth of shared
+  // memory traffic for nothing. d < 128 keep two-stage (d = 32, 96 unmeasured this way; both
+  // run without spills). Wide dims use the split scheme to run 64 keys with two blocks per SM
   // (d = 256: Q 32 KB + K 32 KB + V 32 KB; 0.90-1.16x FA2 against 0.76-0.98x with 32 keys
   // double-buffered); three stages of 64 wide keys would not fit.
-  static constexpr Pipeline kPipeline =
-      kWide ? Pipeline(FA_SM80_FWD_PIPELINE_WIDE) : Pipeline(FA_SM80_FWD_PIPELINE_NARROW);
+  static constexpr Pipeline kPipeline = kWide             ? Pipeline(FA_SM80_FWD_PIPELINE_WIDE)
+                                        : kHeadDim == 128 ? Pipeline(FA_SM80_FWD_PIPELINE_D128)
+                                                          : Pipeline(FA_SM80_FWD_PIPELINE_SMALL);
   static constexpr int kStages = kPipeline == Pipeline::kOverlap ? 3
                                  : kPipeline == Pipeline::kSplit  ? 1
                                                                   : 2;
