@@ -59,7 +59,7 @@ def attention_varlen(q, k, v, cu_q, cu_k, **kw):
         if qs.shape[1] == 0:
             continue
         if ks.shape[1] == 0:  # no keys: every row is empty
-            outs.append(torch.zeros(qs.shape, dtype=kw.get("compute", torch.float64)))
+            outs.append(torch.zeros(qs.shape[1:], dtype=kw.get("compute", torch.float64)))
             lses.append(torch.full((q.shape[1], qs.shape[1]), float("-inf"),
                                    dtype=kw.get("compute", torch.float64)))
             continue
