@@ -15,7 +15,7 @@ from ._library import FlashAttnError
 
 FA_DTYPE_FP32, FA_DTYPE_FP16, FA_DTYPE_BF16, FA_DTYPE_INT32 = 0, 1, 2, 4
 FA_MAX_RANK = 4
-FA_ERROR_DTYPE, FA_ERROR_RANK, FA_ERROR_DEVICE, FA_ERROR_VERSION = 2, 3, 15, 19
+FA_ERROR_DTYPE, FA_ERROR_RANK, FA_ERROR_SIZE, FA_ERROR_DEVICE, FA_ERROR_VERSION = 2, 3, 9, 15, 19
 
 _DTYPES = {torch.float32: FA_DTYPE_FP32, torch.float16: FA_DTYPE_FP16,
            torch.bfloat16: FA_DTYPE_BF16, torch.int32: FA_DTYPE_INT32}
@@ -76,9 +76,13 @@ def put(p, field, t, name):
     """Writes a view of torch tensor t into p.<field>. No copy; t must outlive the C call."""
     code = _DTYPES.get(t.dtype)
     if code is None:
+        want = "torch.int32" if name.startswith("cu_seqlens") else "float32, float16 or bfloat16"
         raise FlashAttnError(FA_ERROR_DTYPE, f"{name}.dtype={t.dtype} is not supported "
-                             "(expected float32, float16 or bfloat16; int32 for cu_seqlens)")
+                             f"(expected {want})")
     shape = t.shape
+    if t.numel() == 0:
+        # An empty tensor has no data pointer; say so rather than let the C ABI report NULL.
+        raise FlashAttnError(FA_ERROR_SIZE, f"{name}.shape={tuple(shape)} has no elements")
     rank = len(shape)
     if rank > FA_MAX_RANK:
         raise FlashAttnError(FA_ERROR_RANK, f"{name}.dim()={rank} exceeds {FA_MAX_RANK}")
