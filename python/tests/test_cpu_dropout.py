@@ -21,11 +21,13 @@ from flashattn.flash_attn_interface import draw_dropout_rng
 B, SQ, HQ, HK, SK = 2, 96, 4, 2, 64  # SK is also the head dim (V = identity)
 
 
-def observe_mask(p, seed):
-    """(keep (B, HQ, SQ, SK) bool, raw out, lse) of a call made after torch.manual_seed(seed)."""
-    q = torch.zeros(B, SQ, HQ, SK)
-    k = torch.randn(B, SK, HK, SK)  # irrelevant: q = 0 makes every logit 0
-    v = torch.eye(SK).expand(B, HK, SK, SK).permute(0, 2, 1, 3)  # v[b, j, h] = e_j, a strided view
+def observe_mask(p, seed, device="cpu", dtype=torch.float32):
+    """(keep (B, HQ, SQ, SK) bool, out, lse, kept value) of a call made after
+    torch.manual_seed(seed)."""
+    q = torch.zeros(B, SQ, HQ, SK, device=device, dtype=dtype)
+    k = torch.randn(B, SK, HK, SK, device=device, dtype=dtype)  # irrelevant: q = 0 zeroes logits
+    eye = torch.eye(SK, device=device, dtype=dtype)
+    v = eye.expand(B, HK, SK, SK).permute(0, 2, 1, 3)  # v[b, j, h] = e_j, a strided view
     torch.manual_seed(seed)
     out, lse, _ = flashattn.flash_attn_func(q, k, v, dropout_p=p, return_attn_probs=True)
     kept_value = 1.0 / ((1.0 - p) * SK)
