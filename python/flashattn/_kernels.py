@@ -6,11 +6,19 @@ Outputs and workspace are allocated through torch (its caching allocator on the 
 of q's device; CUDA work is queued on torch's current stream of that device.
 """
 import ctypes
+import threading
 
 import torch
 
 from . import _library
-from ._params import FA_ERROR_DEVICE, FA_ERROR_RANK, new_params, put
+from ._params import FA_ERROR_DEVICE, FA_ERROR_RANK, new_params, put, put_options
+
+# CPU workspaces up to this size are kept per thread and reused: allocating and first-touching
+# ~50 KB per call costs microseconds of the overhead budget. Larger ones (long-sequence backward)
+# are allocated per call so that a process does not hold them. CUDA workspaces always come from
+# torch's caching allocator, which is already fast and orders reuse by stream.
+_CPU_WORKSPACE_CACHE_BYTES = 1 << 20
+_tls = threading.local()
 
 try:  # the raw stream handle without building a torch.cuda.Stream object (saves ~2 us a call)
     _raw_stream = torch._C._cuda_getCurrentRawStream
@@ -20,11 +28,12 @@ except AttributeError:
 
 
 def _device_of(t, name):
-    kind = t.device.type
-    if kind not in ("cpu", "cuda"):
-        raise _library.FlashAttnError(
-            FA_ERROR_DEVICE, f"{name} is on device '{t.device}'; flashattn runs CPU and CUDA tensors")
-    return kind == "cuda"
+    if t.is_cuda:
+        return True
+    if t.is_cpu:
+        return False
+    raise _library.FlashAttnError(
+        FA_ERROR_DEVICE, f"{name} is on device '{t.device}'; flashattn runs CPU and CUDA tensors")
 
 
 def _usable(t, name, cuda):
@@ -67,29 +76,30 @@ def _fill_common(p, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
         put(p, "cu_seqlens_k", cu_seqlens_k, "cu_seqlens_k")
     if alibi_slopes is not None:
         put(p, "alibi_slopes", alibi_slopes, "alibi_slopes")
-    p.max_seqlen_q = max_seqlen_q
-    p.max_seqlen_k = max_seqlen_k
-    p.softmax_scale = softmax_scale
-    p.causal = causal
-    p.window_left = window_left
-    p.window_right = window_right
-    p.softcap = softcap
-    p.dropout_p = dropout_p
+    put_options(p, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right,
+                softcap)
+    if dropout_p:
+        p.dropout_p = dropout_p
     if rng is not None:
         p.seed, p.offset = rng.tolist()
 
 
 def _call(lib, p, query, entry, what, device, cuda):
     size = ctypes.c_size_t()
-    _library.check(lib, query(ctypes.byref(p), ctypes.byref(size)), what)
+    pref = ctypes.byref(p)
+    _library.check(lib, query(pref, ctypes.byref(size)), what)
+    nbytes = size.value
     ws = None
-    if size.value:
-        # uint8 so the byte count is the element count; the allocation lives past the launch
-        # because the caching allocator orders its reuse on the same stream.
-        ws = torch.empty(size.value, dtype=torch.uint8, device=device)
+    if nbytes and not cuda and nbytes <= _CPU_WORKSPACE_CACHE_BYTES:
+        ws = getattr(_tls, "workspace", None)
+        if ws is None or ws.numel() < nbytes:
+            ws = _tls.workspace = torch.empty(_CPU_WORKSPACE_CACHE_BYTES, dtype=torch.uint8)
+    elif nbytes:
+        # uint8 so the byte count is the element count. On the GPU the block may be freed right
+        # after the launch: the caching allocator reuses it only in stream order.
+        ws = torch.empty(nbytes, dtype=torch.uint8, device=device)
     stream = _raw_stream(device.index) if cuda else None
-    _library.check(lib, entry(ctypes.byref(p), None if ws is None else ws.data_ptr(), size.value,
-                              stream), what)
+    _library.check(lib, entry(pref, None if ws is None else ws.data_ptr(), nbytes, stream), what)
 
 
 def forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
@@ -100,8 +110,8 @@ def forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dro
     _rank_check(q, varlen)
     cuda = _device_of(q, "q")
     q, k, v = _usable(q, "q", cuda), _usable(k, "k", cuda), _usable(v, "v", cuda)
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    lse = torch.empty(_lse_shape(q, varlen), dtype=torch.float32, device=q.device)
+    out = q.new_empty(q.shape)  # contiguous, as flash_attn returns it
+    lse = q.new_empty(_lse_shape(q, varlen), dtype=torch.float32)
     p = new_params()
     _fill_common(p, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                  softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, rng)
@@ -122,9 +132,7 @@ def backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, 
     cuda = _device_of(q, "q")
     q, k, v = _usable(q, "q", cuda), _usable(k, "k", cuda), _usable(v, "v", cuda)
     dout, out = _usable(dout, "dout", cuda), _usable(out, "out", cuda)
-    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    dk = torch.empty(k.shape, dtype=k.dtype, device=q.device)
-    dv = torch.empty(v.shape, dtype=v.dtype, device=q.device)
+    dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
     p = new_params()
     _fill_common(p, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                  softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, rng)

@@ -48,6 +48,10 @@ class FaParams(ctypes.Structure):
 _TENSOR = struct.Struct("@P2i4q4q2i")
 OFFSET = {name: getattr(FaParams, name).offset for name, _ in FaParams._fields_}
 _PAD = [(0,) * n for n in range(FA_MAX_RANK + 1)]
+# The run of scalars max_seqlen_q ... softcap, written with one pack_into (see put_options).
+_OPTIONS = struct.Struct("@qqfiiif")
+_OPTION_FIELDS = ("max_seqlen_q", "max_seqlen_k", "softmax_scale", "causal", "window_left",
+                  "window_right", "softcap")
 
 
 def check_layout(lib):
@@ -55,6 +59,12 @@ def check_layout(lib):
     if _TENSOR.size != ctypes.sizeof(FaTensor):
         raise FlashAttnError(FA_ERROR_VERSION, f"fa_tensor packs to {_TENSOR.size} bytes, "
                              f"ctypes says {ctypes.sizeof(FaTensor)}")
+    offsets = [OFFSET[f] - OFFSET[_OPTION_FIELDS[0]] for f in _OPTION_FIELDS]
+    packed = [struct.calcsize("@" + _OPTIONS.format[1:i + 1]) - struct.calcsize(c)
+              for i, c in enumerate(_OPTIONS.format[1:], start=1)]
+    if offsets != packed:
+        raise FlashAttnError(FA_ERROR_VERSION, f"fa_params scalar offsets {offsets} differ from "
+                             f"the packed run {packed}")
     p = FaParams()
     lib.fa_params_init(ctypes.byref(p))
     if p.struct_size != ctypes.sizeof(FaParams):
@@ -80,13 +90,20 @@ def put(p, field, t, name):
         raise FlashAttnError(FA_ERROR_DTYPE, f"{name}.dtype={t.dtype} is not supported "
                              f"(expected {want})")
     shape = t.shape
-    if t.numel() == 0:
-        # An empty tensor has no data pointer; say so rather than let the C ABI report NULL.
-        raise FlashAttnError(FA_ERROR_SIZE, f"{name}.shape={tuple(shape)} has no elements")
     rank = len(shape)
     if rank > FA_MAX_RANK:
         raise FlashAttnError(FA_ERROR_RANK, f"{name}.dim()={rank} exceeds {FA_MAX_RANK}")
+    ptr = t.data_ptr()
+    if ptr == 0 and t.numel() == 0:
+        # An empty tensor has no data pointer; say so rather than let the C ABI report NULL.
+        raise FlashAttnError(FA_ERROR_SIZE, f"{name}.shape={tuple(shape)} has no elements")
     index = t.get_device()  # -1 for CPU tensors
     pad = _PAD[FA_MAX_RANK - rank]
-    _TENSOR.pack_into(p, OFFSET[field], t.data_ptr(), code, rank, *shape, *pad, *t.stride(), *pad,
+    _TENSOR.pack_into(p, OFFSET[field], ptr, code, rank, *shape, *pad, *t.stride(), *pad,
                       1 if index >= 0 else 0, index if index >= 0 else 0)
+
+
+def put_options(p, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right,
+                softcap):
+    _OPTIONS.pack_into(p, OFFSET["max_seqlen_q"], max_seqlen_q, max_seqlen_k, softmax_scale,
+                       causal, window_left, window_right, softcap)
