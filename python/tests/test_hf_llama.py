@@ -20,8 +20,12 @@ if AttentionInterface is None:
     pytest.skip("transformers without AttentionInterface (needs >= 4.48)", allow_module_level=True)
 
 
+CALLS = []
+
+
 def flashattn_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
                         sliding_window=None, softcap=None, **kwargs):
+    CALLS.append(module.layer_idx)
     # transformers hands (batch, heads, seq, dim) and wants (batch, seq, heads, dim) back; the
     # transposes are views, which flashattn takes with their strides. No padding in these tests,
     # so the causal flag carries the whole mask.
@@ -33,7 +37,9 @@ def flashattn_attention(module, query, key, value, attention_mask, scaling=None,
     return out, None
 
 
-AttentionInterface.register("flashattn", flashattn_attention)
+# Not named "flash...": transformers treats such names as its own flash-attention kernels.
+IMPL = "fa_library"
+AttentionInterface.register(IMPL, flashattn_attention)
 
 
 def tiny_llama(dtype, device, impl):
@@ -70,7 +76,9 @@ def test_llama_logits_and_grads_match_sdpa(dev):
     ids = torch.randint(0, 257, (2, 67), generator=torch.Generator().manual_seed(1)).to(device)
     ref_logits, ref_loss, ref_params = logits_and_grads(torch.float32, device, "sdpa", ids)
     sdpa_logits, sdpa_loss, sdpa_params = logits_and_grads(dtype, device, "sdpa", ids)
-    fa_logits, fa_loss, fa_params = logits_and_grads(dtype, device, "flashattn", ids)
+    CALLS.clear()
+    fa_logits, fa_loss, fa_params = logits_and_grads(dtype, device, IMPL, ids)
+    assert sorted(CALLS) == [0, 1], "attention was not routed through flashattn"
     if dtype == torch.float32:
         torch.testing.assert_close(fa_logits, sdpa_logits, rtol=1e-4, atol=1e-4)
     else:
