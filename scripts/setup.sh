@@ -10,6 +10,14 @@ command -v make >/dev/null || need+=(make)
 command -v python3 >/dev/null || need+=(python3)
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
 [ -d /usr/src/googletest ] || [ -f /usr/lib/x86_64-linux-gnu/libgtest.a ] || [ -f /usr/lib/aarch64-linux-gnu/libgtest.a ] || need+=(googletest)
+# The Python binding's tests (python/tests) need torch and pytest in one interpreter. Any python3
+# that has both will do (scripts/find-python.sh picks it); otherwise Debian's packages go to
+# /usr/bin/python3 (torch 1.13, CPU). FA_NO_PYTHON=1 skips them (the CTest test then reports
+# "skipped").
+if [ "${FA_NO_PYTHON:-0}" != 1 ] && ! "$(dirname "$0")/find-python.sh" >/dev/null; then
+  /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)
+  /usr/bin/python3 -c 'import pytest' 2>/dev/null || need+=(python3-pytest)
+fi
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"

@@ -1,0 +1,45 @@
+"""flashattn for PyTorch: FlashAttention through the library's stable C ABI.
+
+A drop-in for the `flash_attn` package's functions (same names, arguments, defaults and returns):
+
+    import flashattn as flash_attn          # existing code keeps calling flash_attn.flash_attn_func
+    from flashattn import flash_attn_func   # or import the functions directly
+
+Code that imports `flash_attn` itself (a library you do not edit) can be pointed here with
+`flashattn.install_as_flash_attn()` before that import. See docs/python.md.
+"""
+import sys
+
+from ._library import FlashAttnError, build_info, library_path
+from .flash_attn_interface import (
+    flash_attn_func,
+    flash_attn_kvpacked_func,
+    flash_attn_qkvpacked_func,
+    flash_attn_varlen_func,
+    flash_attn_varlen_kvpacked_func,
+    flash_attn_varlen_qkvpacked_func,
+)
+from . import flash_attn_interface
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",
+    "flash_attn_varlen_func", "flash_attn_varlen_qkvpacked_func",
+    "flash_attn_varlen_kvpacked_func", "FlashAttnError", "build_info", "library_path",
+    "install_as_flash_attn",
+]
+
+
+def install_as_flash_attn():
+    """Makes `import flash_attn` and `from flash_attn.flash_attn_interface import ...` resolve
+    to this package for the rest of the process. Refuses when a real flash_attn is already
+    imported, so that two implementations are never mixed silently."""
+    mod = sys.modules[__name__]
+    existing = sys.modules.get("flash_attn")
+    if existing is not None and existing is not mod:
+        raise ImportError("a different flash_attn is already imported; call "
+                          "install_as_flash_attn() before anything imports flash_attn")
+    sys.modules["flash_attn"] = mod
+    sys.modules["flash_attn.flash_attn_interface"] = flash_attn_interface
+    return mod

@@ -1,0 +1,145 @@
+"""Eager forward and backward: torch tensors in, one C ABI call, torch tensors out.
+
+These are the bodies of the custom ops (ops.py). Everything that reads a data pointer lives here,
+inside the op, because torch.compile cannot trace data_ptr(); the op is opaque to it.
+Outputs and workspace are allocated through torch (its caching allocator on the GPU) in the memory
+of q's device; CUDA work is queued on torch's current stream of that device.
+"""
+import ctypes
+import threading
+
+import torch
+
+from . import _library
+from ._params import FA_ERROR_DEVICE, FA_ERROR_RANK, new_params, put, put_options
+
+# CPU workspaces up to this size are kept per thread and reused: allocating and first-touching
+# ~50 KB per call costs microseconds of the overhead budget. Larger ones (long-sequence backward)
+# are allocated per call so that a process does not hold them. CUDA workspaces always come from
+# torch's caching allocator, which is already fast and orders reuse by stream.
+_CPU_WORKSPACE_CACHE_BYTES = 1 << 20
+_tls = threading.local()
+
+try:  # the raw stream handle without building a torch.cuda.Stream object (saves ~2 us a call)
+    _raw_stream = torch._C._cuda_getCurrentRawStream
+except AttributeError:
+    def _raw_stream(index):
+        return torch.cuda.current_stream(index).cuda_stream
+
+
+def _device_of(t, name):
+    if t.is_cuda:
+        return True
+    if t.is_cpu:
+        return False
+    raise _library.FlashAttnError(
+        FA_ERROR_DEVICE, f"{name} is on device '{t.device}'; flashattn runs CPU and CUDA tensors")
+
+
+def _usable(t, name, cuda):
+    """t as the library accepts it: the same tensor when it can (any strides), else a copy.
+
+    The C ABI takes every stride except a non-contiguous last dimension. The CUDA kernels also
+    need 16-byte aligned data and strides in multiples of 8 elements; a view breaking that is
+    copied when a copy can satisfy it (head_dim a multiple of 8), otherwise the library's own
+    message explains the rule."""
+    if _device_of(t, name) != cuda:
+        return t  # the library reports the device mismatch with both devices named
+    if t.dim() == 0 or t.stride(-1) != 1:
+        return t.contiguous()
+    if cuda and t.shape[-1] % 8 == 0 and (
+            t.data_ptr() % 16 or any(s % 8 for s in t.stride()[:-1])):
+        return t.clone(memory_format=torch.contiguous_format)
+    return t
+
+
+def _rank_check(q, varlen):
+    want = 3 if varlen else 4
+    if q.dim() != want:
+        layout = "(total_q, heads_q, head_dim)" if varlen else "(batch, seqlen_q, heads_q, head_dim)"
+        raise _library.FlashAttnError(FA_ERROR_RANK, f"q.dim()={q.dim()} must be {want}: {layout}")
+
+
+def _lse_shape(q, varlen):
+    # FlashAttention's convention: (batch, heads, seqlen_q), or (heads, total_q) when packed.
+    return (q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1])
+
+
+def _fill_common(p, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                 softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, rng):
+    put(p, "q", q, "q")
+    put(p, "k", k, "k")
+    put(p, "v", v, "v")
+    if cu_seqlens_q is not None:
+        put(p, "cu_seqlens_q", cu_seqlens_q, "cu_seqlens_q")
+    if cu_seqlens_k is not None:
+        put(p, "cu_seqlens_k", cu_seqlens_k, "cu_seqlens_k")
+    if alibi_slopes is not None:
+        put(p, "alibi_slopes", alibi_slopes, "alibi_slopes")
+    put_options(p, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right,
+                softcap)
+    if dropout_p:
+        p.dropout_p = dropout_p
+    if rng is not None:
+        p.seed, p.offset = rng.tolist()
+
+
+def _call(lib, p, query, entry, what, device, cuda):
+    size = ctypes.c_size_t()
+    pref = ctypes.byref(p)
+    _library.check(lib, query(pref, ctypes.byref(size)), what)
+    nbytes = size.value
+    ws = None
+    if nbytes and not cuda and nbytes <= _CPU_WORKSPACE_CACHE_BYTES:
+        ws = getattr(_tls, "workspace", None)
+        if ws is None or ws.numel() < nbytes:
+            ws = _tls.workspace = torch.empty(_CPU_WORKSPACE_CACHE_BYTES, dtype=torch.uint8)
+    elif nbytes:
+        # uint8 so the byte count is the element count. On the GPU the block may be freed right
+        # after the launch: the caching allocator reuses it only in stream order.
+        ws = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    stream = _raw_stream(device.index) if cuda else None
+    _library.check(lib, entry(pref, None if ws is None else ws.data_ptr(), nbytes, stream), what)
+
+
+def forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+            softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, rng):
+    """(out, lse): out like q (contiguous), lse fp32 in FlashAttention's layout."""
+    lib = _library.load()
+    varlen = cu_seqlens_q is not None
+    _rank_check(q, varlen)
+    cuda = _device_of(q, "q")
+    q, k, v = _usable(q, "q", cuda), _usable(k, "k", cuda), _usable(v, "v", cuda)
+    out = q.new_empty(q.shape)  # contiguous, as flash_attn returns it
+    lse = q.new_empty(_lse_shape(q, varlen), dtype=torch.float32)
+    p = new_params()
+    _fill_common(p, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                 softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, rng)
+    put(p, "out", out, "out")
+    put(p, "lse", lse, "lse")
+    _call(lib, p, lib.fa_forward_workspace_size, lib.fa_forward, "flashattn forward", q.device,
+          cuda)
+    return out, lse
+
+
+def backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+             dropout_p, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
+             rng, deterministic):
+    """(dq, dk, dv), contiguous, shaped like q, k, v."""
+    lib = _library.load()
+    varlen = cu_seqlens_q is not None
+    _rank_check(q, varlen)
+    cuda = _device_of(q, "q")
+    q, k, v = _usable(q, "q", cuda), _usable(k, "k", cuda), _usable(v, "v", cuda)
+    dout, out = _usable(dout, "dout", cuda), _usable(out, "out", cuda)
+    dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+    p = new_params()
+    _fill_common(p, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                 softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, rng)
+    for field, t in (("out", out), ("lse", lse), ("dout", dout), ("dq", dq), ("dk", dk),
+                     ("dv", dv)):
+        put(p, field, t, field)
+    p.deterministic = deterministic
+    _call(lib, p, lib.fa_backward_workspace_size, lib.fa_backward, "flashattn backward",
+          q.device, cuda)
+    return dq, dk, dv

@@ -1,0 +1,109 @@
+"""The fa_params struct of the C ABI, and filling it from torch tensors quickly.
+
+The struct is declared once with ctypes (the layout authority here, checked against the library's
+own sizeof(fa_params) at load time). Tensors are written into it with one precompiled
+struct.pack_into per fa_tensor rather than field by field: a call fills up to eleven tensors, and
+ctypes attribute assignment costs about 0.1 us per field, which alone would eat the wrapper's
+15 us budget (docs/python.md, "Overhead").
+"""
+import ctypes
+import struct
+
+import torch
+
+from ._library import FlashAttnError
+
+FA_DTYPE_FP32, FA_DTYPE_FP16, FA_DTYPE_BF16, FA_DTYPE_INT32 = 0, 1, 2, 4
+FA_MAX_RANK = 4
+FA_ERROR_DTYPE, FA_ERROR_RANK, FA_ERROR_SIZE, FA_ERROR_DEVICE, FA_ERROR_VERSION = 2, 3, 9, 15, 19
+
+_DTYPES = {torch.float32: FA_DTYPE_FP32, torch.float16: FA_DTYPE_FP16,
+           torch.bfloat16: FA_DTYPE_BF16, torch.int32: FA_DTYPE_INT32}
+
+
+class FaDevice(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int32), ("index", ctypes.c_int32)]
+
+
+class FaTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int32), ("rank", ctypes.c_int32),
+                ("shape", ctypes.c_int64 * FA_MAX_RANK), ("stride", ctypes.c_int64 * FA_MAX_RANK),
+                ("device", FaDevice)]
+
+
+class FaParams(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t), ("backend", ctypes.c_int32),
+                ("q", FaTensor), ("k", FaTensor), ("v", FaTensor), ("out", FaTensor),
+                ("lse", FaTensor), ("dout", FaTensor), ("dq", FaTensor), ("dk", FaTensor),
+                ("dv", FaTensor), ("cu_seqlens_q", FaTensor), ("cu_seqlens_k", FaTensor),
+                ("max_seqlen_q", ctypes.c_int64), ("max_seqlen_k", ctypes.c_int64),
+                ("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int32),
+                ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
+                ("softcap", ctypes.c_float), ("alibi_slopes", FaTensor),
+                ("dropout_p", ctypes.c_float), ("seed", ctypes.c_uint64),
+                ("offset", ctypes.c_uint64), ("deterministic", ctypes.c_int32)]
+
+
+# data, dtype, rank, shape[4], stride[4], device.type, device.index in native layout.
+_TENSOR = struct.Struct("@P2i4q4q2i")
+OFFSET = {name: getattr(FaParams, name).offset for name, _ in FaParams._fields_}
+_PAD = [(0,) * n for n in range(FA_MAX_RANK + 1)]
+# The run of scalars max_seqlen_q ... softcap, written with one pack_into (see put_options).
+_OPTIONS = struct.Struct("@qqfiiif")
+_OPTION_FIELDS = ("max_seqlen_q", "max_seqlen_k", "softmax_scale", "causal", "window_left",
+                  "window_right", "softcap")
+
+
+def check_layout(lib):
+    """Refuses a library whose fa_params differs from this mirror (a header change)."""
+    if _TENSOR.size != ctypes.sizeof(FaTensor):
+        raise FlashAttnError(FA_ERROR_VERSION, f"fa_tensor packs to {_TENSOR.size} bytes, "
+                             f"ctypes says {ctypes.sizeof(FaTensor)}")
+    offsets = [OFFSET[f] - OFFSET[_OPTION_FIELDS[0]] for f in _OPTION_FIELDS]
+    packed = [struct.calcsize("@" + _OPTIONS.format[1:i + 1]) - struct.calcsize(c)
+              for i, c in enumerate(_OPTIONS.format[1:], start=1)]
+    if offsets != packed:
+        raise FlashAttnError(FA_ERROR_VERSION, f"fa_params scalar offsets {offsets} differ from "
+                             f"the packed run {packed}")
+    p = FaParams()
+    lib.fa_params_init(ctypes.byref(p))
+    if p.struct_size != ctypes.sizeof(FaParams):
+        raise FlashAttnError(FA_ERROR_VERSION, f"the library's fa_params has {p.struct_size} "
+                             f"bytes, this binding's mirror {ctypes.sizeof(FaParams)}: rebuild "
+                             "or reinstall the binding that matches the library")
+
+
+def new_params():
+    """fa_params with fa_params_init's defaults (AUTO backend, windows -1), without a C call."""
+    p = FaParams()
+    p.struct_size = ctypes.sizeof(FaParams)
+    p.window_left = -1
+    p.window_right = -1
+    return p
+
+
+def put(p, field, t, name):
+    """Writes a view of torch tensor t into p.<field>. No copy; t must outlive the C call."""
+    code = _DTYPES.get(t.dtype)
+    if code is None:
+        want = "torch.int32" if name.startswith("cu_seqlens") else "float32, float16 or bfloat16"
+        raise FlashAttnError(FA_ERROR_DTYPE, f"{name}.dtype={t.dtype} is not supported "
+                             f"(expected {want})")
+    shape = t.shape
+    rank = len(shape)
+    if rank > FA_MAX_RANK:
+        raise FlashAttnError(FA_ERROR_RANK, f"{name}.dim()={rank} exceeds {FA_MAX_RANK}")
+    ptr = t.data_ptr()
+    if ptr == 0 and t.numel() == 0:
+        # An empty tensor has no data pointer; say so rather than let the C ABI report NULL.
+        raise FlashAttnError(FA_ERROR_SIZE, f"{name}.shape={tuple(shape)} has no elements")
+    index = t.get_device()  # -1 for CPU tensors
+    pad = _PAD[FA_MAX_RANK - rank]
+    _TENSOR.pack_into(p, OFFSET[field], ptr, code, rank, *shape, *pad, *t.stride(), *pad,
+                      1 if index >= 0 else 0, index if index >= 0 else 0)
+
+
+def put_options(p, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right,
+                softcap):
+    _OPTIONS.pack_into(p, OFFSET["max_seqlen_q"], max_seqlen_q, max_seqlen_k, softmax_scale,
+                       causal, window_left, window_right, softcap)

@@ -1,0 +1,141 @@
+"""flash_attn's public functions, with its names, arguments, defaults, shapes and returns.
+
+Shapes (FlashAttention's layout; any strides with a contiguous last dimension):
+  q (batch, seqlen_q, nheads, headdim), k/v (batch, seqlen_k, nheads_k, headdim),
+  nheads % nheads_k == 0 (GQA/MQA); varlen: q (total_q, nheads, headdim), k/v (total_k, ...),
+  cu_seqlens_* int32 (batch + 1,) on q's device.
+Returns out shaped like q; with return_attn_probs=True, (out, softmax_lse, None): softmax_lse is
+fp32 (batch, nheads, seqlen_q), or (nheads, total_q) for varlen; the third element, which
+flash_attn fills with a debugging dump of the dropout mask and probabilities, is always None here
+(docs/python.md).
+
+Dropout draws its (seed, offset) pair from torch's default CPU generator, so torch.manual_seed
+makes it reproducible and a CPU run reproduces a GPU run's mask; the backward reuses the pair.
+"""
+import torch
+
+from . import ops
+from ._library import FlashAttnError
+
+FA_ERROR_SHAPE, FA_ERROR_UNSUPPORTED = 4, 18
+_RNG_HIGH = 2 ** 63 - 1  # seed and offset are uint64 in the C ABI; int64 tensors hold < 2^63
+
+
+def draw_dropout_rng():
+    """The (seed, offset) of one dropout call: int64 CPU tensor (2,), from torch's default
+    generator (documented so that a test or a user can reproduce the mask)."""
+    return torch.randint(0, _RNG_HIGH, (2,), dtype=torch.int64)
+
+
+class FlashAttnFunc(torch.autograd.Function):
+    """Differentiable attention over the library's forward and backward (ops.fwd / ops.bwd)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                max_seqlen_k, dropout_p, softmax_scale, causal, window_left, window_right,
+                softcap, rng, deterministic):
+        out, lse = ops.fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                           dropout_p, softmax_scale, causal, window_left, window_right, softcap,
+                           alibi_slopes, rng)
+        ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes, rng)
+        ctx.config = (max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal, window_left,
+                      window_right, softcap, deterministic)
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        q, k, v, out, lse, cu_q, cu_k, alibi, rng = ctx.saved_tensors
+        (max_q, max_k, dropout_p, scale, causal, wl, wr, softcap, deterministic) = ctx.config
+        dq, dk, dv = ops.bwd(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, dropout_p, scale,
+                             causal, wl, wr, softcap, alibi, rng, deterministic)
+        return (dq, dk, dv) + (None,) * 13
+
+
+def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+               softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+               return_attn_probs):
+    # softmax_scale None -> 0.0, the C ABI's "1/sqrt(headdim)"; the same value reaches backward.
+    scale = 0.0 if softmax_scale is None else float(softmax_scale)
+    window_left, window_right = (int(w) for w in window_size)
+    rng = draw_dropout_rng() if dropout_p > 0 else None
+    args = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, float(dropout_p), scale,
+            bool(causal), window_left, window_right, float(softcap))
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        out, lse = FlashAttnFunc.apply(q, k, v, alibi_slopes, *args, rng, bool(deterministic))
+    else:  # inference: skip autograd's bookkeeping (part of the overhead budget)
+        out, lse = ops.fwd(q, k, v, *args, alibi_slopes, rng)
+    return (out, lse, None) if return_attn_probs else out
+
+
+def _split(packed, dim, count, name, layout):
+    if packed.dim() <= dim or packed.shape[dim] != count:
+        got = tuple(packed.shape)
+        raise FlashAttnError(FA_ERROR_SHAPE, f"{name}.shape={got} must be {layout}")
+    return packed.unbind(dim)  # views: no copy, the library takes their strides
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
+                    window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False,
+                    return_attn_probs=False):
+    """Attention over q (batch, seqlen_q, nheads, headdim), k/v (batch, seqlen_k, nheads_k,
+    headdim). causal and window_size=(left, right) are bottom-right aligned (query i sits at key
+    position i + seqlen_k - seqlen_q; -1 = unbounded). alibi_slopes: fp32 (nheads,) or
+    (batch, nheads). Returns out, or (out, softmax_lse, None) with return_attn_probs."""
+    return _attention(q, k, v, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
+                      softcap, alibi_slopes, deterministic, return_attn_probs)
+
+
+def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False,
+                              window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                              deterministic=False, return_attn_probs=False):
+    """flash_attn_func with qkv (batch, seqlen, 3, nheads, headdim); the gradient comes back
+    into qkv."""
+    q, k, v = _split(qkv, 2, 3, "qkv", "(batch, seqlen, 3, nheads, headdim)")
+    return _attention(q, k, v, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
+                      softcap, alibi_slopes, deterministic, return_attn_probs)
+
+
+def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False,
+                             window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                             deterministic=False, return_attn_probs=False):
+    """flash_attn_func with kv (batch, seqlen_k, 2, nheads_k, headdim)."""
+    k, v = _split(kv, 2, 2, "kv", "(batch, seqlen_k, 2, nheads_k, headdim)")
+    return _attention(q, k, v, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
+                      softcap, alibi_slopes, deterministic, return_attn_probs)
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                           dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                           softcap=0.0, alibi_slopes=None, deterministic=False,
+                           return_attn_probs=False, block_table=None):
+    """Packed variable-length batch: q (total_q, nheads, headdim), k/v (total_k, nheads_k,
+    headdim), cu_seqlens_q/k int32 (batch + 1,) prefix sums. block_table (paged KV) is not
+    supported by the library yet and must be None."""
+    if block_table is not None:
+        raise FlashAttnError(FA_ERROR_UNSUPPORTED, "block_table (paged KV cache) is not supported")
+    return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+                      dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                      deterministic, return_attn_probs)
+
+
+def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
+                                     softmax_scale=None, causal=False, window_size=(-1, -1),
+                                     softcap=0.0, alibi_slopes=None, deterministic=False,
+                                     return_attn_probs=False):
+    """Varlen with qkv (total, 3, nheads, headdim); one cu_seqlens for queries and keys."""
+    q, k, v = _split(qkv, 1, 3, "qkv", "(total, 3, nheads, headdim)")
+    return _attention(q, k, v, cu_seqlens, cu_seqlens, int(max_seqlen), int(max_seqlen),
+                      dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                      deterministic, return_attn_probs)
+
+
+def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                    max_seqlen_k, dropout_p=0.0, softmax_scale=None, causal=False,
+                                    window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                                    deterministic=False, return_attn_probs=False):
+    """Varlen with kv (total_k, 2, nheads_k, headdim)."""
+    k, v = _split(kv, 1, 2, "kv", "(total_k, 2, nheads_k, headdim)")
+    return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+                      dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                      deterministic, return_attn_probs)

@@ -1,0 +1,54 @@
+"""Packaging step that pyproject.toml cannot express: bundle a built libflashattn.
+
+At build time the first library found is copied to flashattn/lib/libflashattn.so inside the
+wheel: $FA_LIBRARY, else the repository's CMake build directories (build/, build-gpu/,
+build-cpu/ next to this python/ folder). Without one the package installs without a library and
+finds it at run time through $FA_LIBRARY (docs/python.md)."""
+import os
+import shutil
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+from setuptools.dist import Distribution
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def built_library():
+    env = os.environ.get("FA_LIBRARY")
+    if env:
+        if not os.path.isfile(env):
+            raise SystemExit(f"FA_LIBRARY={env} does not exist")
+        return env
+    for d in ("build", "build-gpu", "build-cpu"):
+        path = os.path.join(REPO, d, "libflashattn.so")
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+LIBRARY = built_library()
+
+
+class BuildPyWithLibrary(build_py):
+    def run(self):
+        super().run()
+        if LIBRARY is None:
+            print("flashattn: no built libflashattn found (build with CMake first, or set "
+                  "FA_LIBRARY); installing without it")
+            return
+        dest = os.path.join(self.build_lib, "flashattn", "lib")
+        os.makedirs(dest, exist_ok=True)
+        # copy follows the libflashattn.so -> .so.0 -> .so.0.1.0 symlinks: one real file.
+        shutil.copy(LIBRARY, os.path.join(dest, "libflashattn.so"))
+        print(f"flashattn: bundled {os.path.realpath(LIBRARY)}")
+
+
+class MaybeBinaryDistribution(Distribution):
+    # A wheel carrying a .so must be tagged for this platform, not as pure Python.
+    def has_ext_modules(self):
+        return LIBRARY is not None
+
+
+setup(cmdclass={"build_py": BuildPyWithLibrary}, distclass=MaybeBinaryDistribution)
