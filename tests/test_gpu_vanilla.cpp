@@ -51,13 +51,13 @@ std::vector<Case> vanilla_grid() {
   return cases;
 }
 
+#ifdef FA_TEST_CUDA
 void expect_rule(const char* what, const std::vector<double>& got, const std::vector<double>& ref,
                  const std::vector<double>& naive, double factor, double atol) {
   const double err = max_abs_diff(got, ref), base = max_abs_diff(naive, ref);
   EXPECT_LE(err, factor * base + atol) << what << ": vanilla error " << err << ", naive error " << base;
 }
 
-#ifdef FA_TEST_CUDA
 // Device copies of one problem's tensors and the params that point at them.
 struct DeviceProblem {
   DeviceTensor q, k, v, out, lse, dout, dq, dk, dv;
