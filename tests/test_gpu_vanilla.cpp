@@ -89,7 +89,9 @@ void run_pass(const fa_params& p, bool backward) {
   ASSERT_EQ(backward ? fa_backward_workspace_size(&p, &bytes) : fa_forward_workspace_size(&p, &bytes),
             FA_OK) << fa_last_error();
   void* ws = nullptr;
-  if (bytes) ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
+  if (bytes) {
+    ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
+  }
   const fa_status st = backward ? fa_backward(&p, ws, bytes, nullptr) : fa_forward(&p, ws, bytes, nullptr);
   const cudaError_t sync = cudaDeviceSynchronize();
   cudaFree(ws);
