@@ -39,6 +39,11 @@ def load(path=None):
     lib.fa_forward.argtypes = [ctypes.POINTER(FaParams), ctypes.c_void_p, ctypes.c_size_t,
                                ctypes.c_void_p]
     lib.fa_forward.restype = ctypes.c_int
+    lib.fa_backward.argtypes = lib.fa_forward.argtypes
+    lib.fa_backward.restype = ctypes.c_int
+    for f in (lib.fa_forward_workspace_size, lib.fa_backward_workspace_size):
+        f.argtypes = [ctypes.POINTER(FaParams), ctypes.POINTER(ctypes.c_size_t)]
+        f.restype = ctypes.c_int
     lib.fa_last_error.restype = ctypes.c_char_p
     lib.fa_build_info.restype = ctypes.c_char_p
     p = FaParams()
@@ -75,7 +80,37 @@ def forward_params(lib, q, k, v, out, lse, causal=False, softmax_scale=0.0, wind
     return p
 
 
-def forward(lib, p, stream=0):
-    st = lib.fa_forward(ctypes.byref(p), None, 0, ctypes.c_void_p(stream))
+def with_grads(p, dout, dq, dk, dv):
+    """Adds the backward's tensors to forward params."""
+    p.dout, p.dq, p.dk, p.dv = tensor(dout), tensor(dq), tensor(dk), tensor(dv)
+    return p
+
+
+class FaError(RuntimeError):
+    def __init__(self, what, status, message):
+        super().__init__(f"{what}: status {status}: {message}")
+        self.status = status
+
+
+FA_ERROR_BACKEND, FA_ERROR_UNSUPPORTED = 20, 18
+
+
+def workspace_size(lib, p, backward=False):
+    n = ctypes.c_size_t(0)
+    f = lib.fa_backward_workspace_size if backward else lib.fa_forward_workspace_size
+    st = f(ctypes.byref(p), ctypes.byref(n))
     if st != 0:
-        raise RuntimeError(f"fa_forward: status {st}: {lib.fa_last_error().decode()}")
+        raise FaError("workspace query", st, lib.fa_last_error().decode())
+    return n.value
+
+
+def forward(lib, p, stream=0, workspace=None, workspace_bytes=0):
+    st = lib.fa_forward(ctypes.byref(p), workspace, workspace_bytes, ctypes.c_void_p(stream))
+    if st != 0:
+        raise FaError("fa_forward", st, lib.fa_last_error().decode())
+
+
+def backward(lib, p, stream=0, workspace=None, workspace_bytes=0):
+    st = lib.fa_backward(ctypes.byref(p), workspace, workspace_bytes, ctypes.c_void_p(stream))
+    if st != 0:
+        raise FaError("fa_backward", st, lib.fa_last_error().decode())

@@ -9,6 +9,12 @@ command -v g++ >/dev/null || need+=(g++)
 command -v make >/dev/null || need+=(make)
 command -v python3 >/dev/null || need+=(python3)
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
+[ -f /usr/include/CLI/CLI.hpp ] || need+=(libcli11-dev)  # fa-bench's command line (header-only)
+# Plots (bench/plot.py) are optional: their smoke test skips without matplotlib, and the package
+# pulls ~40 others, so CI installs it only when asked.
+if [ "${FA_SETUP_PLOTS:-0}" = 1 ] && ! /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+  need+=(python3-matplotlib)
+fi
 [ -d /usr/src/googletest ] || [ -f /usr/lib/x86_64-linux-gnu/libgtest.a ] || [ -f /usr/lib/aarch64-linux-gnu/libgtest.a ] || need+=(googletest)
 # The Python binding's tests (python/tests) need torch and pytest in one interpreter. Any python3
 # that has both will do (scripts/find-python.sh picks it); otherwise Debian's packages go to

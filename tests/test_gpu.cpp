@@ -10,58 +10,10 @@
 #include <cstring>
 #include <vector>
 
-#include "support.h"
-
-#ifdef FA_TEST_CUDA
-#include <cuda_runtime.h>
-#endif
+#include "gpu_support.h"
 
 namespace fa::test {
 namespace {
-
-#ifdef FA_TEST_CUDA
-// A device mirror of a HostTensor: same strides, same bytes.
-class DeviceTensor {
- public:
-  explicit DeviceTensor(const HostTensor& h, bool poison) : host_(&h), bytes_(h.storage_bytes()) {
-    EXPECT_EQ(cudaMalloc(&ptr_, bytes_), cudaSuccess);
-    if (poison)
-      EXPECT_EQ(cudaMemset(ptr_, 0xFF, bytes_), cudaSuccess);
-    else
-      EXPECT_EQ(cudaMemcpy(ptr_, h.data(), bytes_, cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  ~DeviceTensor() { cudaFree(ptr_); }
-  DeviceTensor(const DeviceTensor&) = delete;
-  DeviceTensor& operator=(const DeviceTensor&) = delete;
-  fa_tensor view() const {
-    fa_tensor t = host_->view().raw;
-    t.data = ptr_;
-    t.device = fa::cuda_device(0);
-    return t;
-  }
-  void copy_to(HostTensor& h) const {
-    EXPECT_EQ(cudaMemcpy(h.data(), ptr_, bytes_, cudaMemcpyDeviceToHost), cudaSuccess);
-  }
-
- private:
-  const HostTensor* host_;
-  size_t bytes_;
-  void* ptr_ = nullptr;
-};
-#endif
-
-bool skip_without_gpu(std::string* why) {
-#ifndef FA_TEST_CUDA
-  *why = "CPU-only build (FA_CUDA=OFF or no nvcc)";
-  return true;
-#else
-  if (fa_cuda_device_count() == 0) {
-    *why = "no CUDA device";
-    return true;
-  }
-  return false;
-#endif
-}
 
 // The grid, covered so that every value of every axis appears: dtype x head_dim x
 // feature, with GQA ratio, lengths and layout rotating through their values.

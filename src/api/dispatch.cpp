@@ -4,6 +4,7 @@
 #include "cpu/backend.h"
 #ifdef FA_WITH_CUDA
 #include "cuda/backend.h"
+#include "cuda/kernels/vanilla/vanilla.h"
 #endif
 
 namespace fa {
@@ -13,6 +14,7 @@ const char* kernel_name(Kernel k) {
     case Kernel::CpuFlash: return "cpu-flash";
     case Kernel::CpuReference: return "cpu-reference";
     case Kernel::CudaSm80: return "cuda-sm80";
+    case Kernel::CudaVanilla: return "cuda-vanilla";
   }
   return "?";
 }
@@ -27,6 +29,10 @@ Kernel select_kernel(const Params& p, Pass pass) {
     }
   }
 #ifdef FA_WITH_CUDA
+  if (p.backend == FA_BACKEND_VANILLA) {  // forward and backward, every dtype
+    cuda::vanilla::check(p);
+    return Kernel::CudaVanilla;
+  }
   if (pass == Pass::Backward)
     fail(FA_ERROR_BACKEND, "no CUDA backward kernel yet for q on CUDA device ", p.device.index);
   cuda::check_forward(p);
@@ -42,12 +48,18 @@ cpu::Impl cpu_impl(Kernel k) { return k == Kernel::CpuReference ? cpu::Impl::Ref
 }  // namespace
 
 size_t workspace_size(Kernel k, const Params& p, Pass pass) {
+#ifdef FA_WITH_CUDA
+  if (k == Kernel::CudaVanilla)  // the materialised score matrices: standard attention's cost
+    return pass == Pass::Forward ? cuda::vanilla::forward_workspace(p)
+                                 : cuda::vanilla::backward_workspace(p);
+#endif
   if (k == Kernel::CudaSm80) return 0;  // the forward needs no workspace
   return pass == Pass::Forward ? cpu::forward_workspace(p, cpu_impl(k))
                                : cpu::backward_workspace(p, cpu_impl(k));
 }
 
 size_t min_workspace_size(Kernel k, const Params& p, Pass pass) {
+  if (k == Kernel::CudaVanilla) return workspace_size(k, p, pass);
   if (k == Kernel::CudaSm80) return 0;
   return pass == Pass::Forward ? cpu::min_forward_workspace(p, cpu_impl(k))
                                : cpu::min_backward_workspace(p, cpu_impl(k));
@@ -56,6 +68,9 @@ size_t min_workspace_size(Kernel k, const Params& p, Pass pass) {
 void run(Kernel k, const Params& p, Pass pass, void* workspace, size_t bytes, void* stream) {
 #ifdef FA_WITH_CUDA
   if (k == Kernel::CudaSm80) return cuda::forward(p, stream);
+  if (k == Kernel::CudaVanilla)
+    return pass == Pass::Forward ? cuda::vanilla::forward(p, workspace, bytes, stream)
+                                 : cuda::vanilla::backward(p, workspace, bytes, stream);
 #else
   (void)stream;
 #endif

@@ -13,6 +13,7 @@ enum class Kernel {
   CpuFlash,      // tiled FlashAttention on the CPU (OpenMP, fp32 accumulation)
   CpuReference,  // naive double-precision oracle
   CudaSm80,      // FlashAttention-2 kernels, mma.sync + cp.async (Ampere, Ada, Hopper)
+  CudaVanilla,   // standard attention: cuBLAS GEMMs + a softmax kernel, S/P in the workspace
 };
 
 const char* kernel_name(Kernel k);

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "api/error.h"
+#include "cuda/device_guard.h"
 #include "cuda/fwd_sm80.h"
 #include "fa_build_config.h"  // generated: FA_SM80_FWD_DIMS
 
@@ -33,25 +34,6 @@ void run_fwd_fit(const Params& p, cudaStream_t s) {
   }
 }
 
-class DeviceGuard {  // makes q's device current for the call, restores the caller's
- public:
-  explicit DeviceGuard(int device) {
-    cudaGetDevice(&saved_);
-    if (saved_ != device) check(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~DeviceGuard() {
-    int now = saved_;
-    cudaGetDevice(&now);
-    if (now != saved_) cudaSetDevice(saved_);
-  }
-  static void check(cudaError_t e, const char* what) {
-    if (e != cudaSuccess) fail(FA_ERROR_CUDA, what, ": ", cudaGetErrorString(e));
-  }
-
- private:
-  int saved_ = 0;
-};
-
 void check_view_alignment(const View& v, const char* name) {
   // cp.async moves 16-byte chunks: the base and every row must start on a 16-byte boundary.
   if (reinterpret_cast<uintptr_t>(v.data) % 16 != 0)
@@ -72,8 +54,6 @@ const char* check_forward(const Params& p) {
   if (p.backend == FA_BACKEND_REFERENCE)
     fail(FA_ERROR_BACKEND, "backend=FA_BACKEND_REFERENCE runs on the CPU only; q is on CUDA device ",
          p.device.index);
-  if (p.backend == FA_BACKEND_VANILLA)
-    fail(FA_ERROR_BACKEND, "backend=FA_BACKEND_VANILLA has no GPU implementation yet");
   int major = 0, minor = 0;
   DeviceGuard::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p.device.index),
                      "cudaDeviceGetAttribute");

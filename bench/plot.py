@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""PNG charts from a benchmark record (fa-bench sweep / compare JSON, or bench/torch_compare.py):
+
+  tflops.png   TFLOP/s vs seqlen per backend, one panel per head_dim x causal (one op)
+  memory.png   peak memory vs seqlen, log scale, one line per backend (standard vs flash)
+  speedup.png  the compare table: vanilla / flash time and memory ratios vs seqlen
+               (only when the record has a "compare" section)
+
+  python3 bench/plot.py RECORD.json OUTDIR [--op fwd] [--dtype bf16]
+Rows whose status is not "ok" (out of memory, unsupported) are left out of the lines.
+"""
+import argparse
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display on CI or the GPU machine
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def ok_rows(rec, op, dtype):
+    return [r for r in rec["rows"] if r.get("status", "ok") == "ok" and r["op"] == op
+            and (dtype is None or r["dtype"] == dtype) and r.get("ms")]
+
+
+def series(rows, key):
+    """{backend: ([seqlen], [value])} sorted by seqlen."""
+    out = {}
+    for r in sorted(rows, key=lambda r: r["s_q"]):
+        xs, ys = out.setdefault(r["backend"], ([], []))
+        xs.append(r["s_q"])
+        ys.append(r[key])
+    return out
+
+
+def plot_tflops(rec, op, dtype, path):
+    rows = ok_rows(rec, op, dtype)
+    dims = sorted({r["d"] for r in rows})
+    causals = sorted({r["causal"] for r in rows})
+    if not rows:
+        return False
+    fig, axes = plt.subplots(len(dims), len(causals), figsize=(5 * len(causals), 3.2 * len(dims)),
+                             squeeze=False, sharex=True)
+    for i, d in enumerate(dims):
+        for j, c in enumerate(causals):
+            ax = axes[i][j]
+            for be, (xs, ys) in series([r for r in rows if r["d"] == d and r["causal"] == c],
+                                       "tflops").items():
+                ax.plot(xs, ys, marker="o", label=be)
+            ax.set_xscale("log", base=2)
+            ax.set_title(f"{op} d={d} {'causal' if c else 'non-causal'}")
+            ax.set_ylabel("TFLOP/s")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+    for ax in axes[-1]:
+        ax.set_xlabel("sequence length")
+    fig.suptitle(f"{rec.get('gpu', '')} {dtype or ''}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def plot_memory(rec, op, dtype, path):
+    rows = [r for r in ok_rows(rec, op, dtype) if r.get("peak_bytes")]
+    if not rows:
+        return False
+    # One line per backend at the record's first (d, causal) with rows: a memory curve per shape.
+    d, c = rows[0]["d"], rows[0]["causal"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for be, (xs, ys) in series([r for r in rows if r["d"] == d and r["causal"] == c],
+                               "peak_bytes").items():
+        ax.plot(xs, [y / 2**20 for y in ys], marker="o", label=be)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length")
+    ax.set_ylabel("peak memory (MiB)")
+    ax.set_title(f"{op} peak memory, d={d} {'causal' if c else 'non-causal'}")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def plot_speedup(rec, path):
+    lines = [c for c in rec.get("compare", []) if c.get("speedup") or c.get("memory_ratio")]
+    if not lines:
+        return False
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    for op in sorted({c["op"] for c in lines}):
+        cs = sorted((c for c in lines if c["op"] == op), key=lambda c: c["s"])
+        a1.plot([c["s"] for c in cs if c["speedup"]], [c["speedup"] for c in cs if c["speedup"]],
+                marker="o", label=op)
+        a2.plot([c["s"] for c in cs if c["memory_ratio"]],
+                [c["memory_ratio"] for c in cs if c["memory_ratio"]], marker="o", label=op)
+    for ax, title in ((a1, "speed-up: vanilla time / flash time"),
+                      (a2, "memory ratio: vanilla peak / flash peak")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length")
+        ax.set_title(title)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("record", help="JSON record")
+    ap.add_argument("outdir", help="directory for the PNG files (created)")
+    ap.add_argument("--op", default="fwd", choices=["fwd", "bwd", "fwdbwd"])
+    ap.add_argument("--dtype", default=None, help="only rows of this dtype (default: all)")
+    ap.add_argument("--prefix", default="", help="file name prefix, e.g. h200-2026-12-01-")
+    args = ap.parse_args()
+    with open(args.record) as f:
+        rec = json.load(f)
+    os.makedirs(args.outdir, exist_ok=True)
+    made = []
+    for name, fn in (("tflops", lambda p: plot_tflops(rec, args.op, args.dtype, p)),
+                     ("memory", lambda p: plot_memory(rec, args.op, args.dtype, p)),
+                     ("speedup", lambda p: plot_speedup(rec, p))):
+        path = os.path.join(args.outdir, f"{args.prefix}{name}.png")
+        if fn(path):
+            made.append(path)
+    print("\n".join(made) if made else "no chart: no rows with status ok for this op", file=sys.stderr)
+    return 0 if made else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

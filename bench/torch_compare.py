@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Same-run comparison: flashattn (C ABI via ctypes; backends `flashattn` and `vanilla`) against
+PyTorch's scaled_dot_product_attention backends FLASH_ATTENTION (torch-fa2), CUDNN_ATTENTION
+(torch-cudnn), EFFICIENT_ATTENTION (torch-efficient) and MATH (torch-math), on identical
+tensors in one process. Writes one JSON (shared/BENCH.md schema) with every figure, each row's
+peak memory, the ratios ours / baseline cell by cell, and the card's ceilings.
+
+Grid: hidden 2048 (heads = 2048 / d), batch * seqlen = 16384, seqlen 512..16384, d 64/128/256,
+causal and not; op fwd and bwd. Timing: CUDA events, warm-up, median of --repeats, rotating
+among input sets that together exceed the L2. Peak memory: torch.cuda.max_memory_allocated above
+the bytes allocated before the cell's tensors (ours: its workspace is a torch tensor, so the same
+allocator counts it). A backend that cannot run a cell (unsupported, out of memory) gets a row
+with status and null figures.
+
+  python3 bench/torch_compare.py --lib build-gpu/libflashattn.so --json out.json [--quick]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fa_ctypes  # noqa: E402
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+TORCH = {"torch-fa2": SDPBackend.FLASH_ATTENTION, "torch-cudnn": SDPBackend.CUDNN_ATTENTION,
+         "torch-efficient": SDPBackend.EFFICIENT_ATTENTION, "torch-math": SDPBackend.MATH}
+OURS = {"flashattn": 0, "vanilla": 3}  # fa_backend: AUTO, VANILLA
+L2_BYTES = 60 * 2**20
+
+
+def time_fn(fns, repeats, warmup=3):
+    for i in range(warmup):
+        fns[i % len(fns)]()
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+          for _ in range(repeats)]
+    for i, (a, b) in enumerate(ev):
+        a.record()
+        fns[i % len(fns)]()
+        b.record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in ev)
+
+
+def ceilings():
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn_like(a)
+    gemm = 2 * 8192**3 / time_fn([lambda: a @ b], 10) * 1e-9
+    x = torch.empty(2 * 1024**3, device="cuda", dtype=torch.uint8)
+    y = torch.empty_like(x)
+    copy = 2 * x.numel() / time_fn([lambda: y.copy_(x)], 10) * 1e-9
+    del a, b, x, y
+    torch.cuda.empty_cache()
+    return {"bf16_gemm_tflops": round(gemm, 1), "copy_tb_s": round(copy, 3)}
+
+
+class Cell:
+    """Input sets of one shape, in (b, s, h, d) layout, shared by every backend."""
+
+    def __init__(self, b, s, h, d, dtype, grads):
+        set_bytes = 4 * b * s * h * d * dtype.itemsize
+        n_sets = max(1, min(4, -(-2 * L2_BYTES // set_bytes)))
+        self.sets = []
+        for _ in range(n_sets):
+            q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=dtype, requires_grad=grads)
+                       for _ in range(3))
+            self.sets.append({"q": q, "k": k, "v": v, "dout": torch.randn_like(q)})
+
+
+def sdpa(st, causal):
+    return F.scaled_dot_product_attention(st["q"].transpose(1, 2), st["k"].transpose(1, 2),
+                                          st["v"].transpose(1, 2), is_causal=causal)
+
+
+def torch_fns(cell, backend, op, causal):
+    if op == "fwd":
+        def fwd(st):
+            with sdpa_kernel([TORCH[backend]]), torch.no_grad():
+                sdpa(st, causal)
+        return [lambda st=st: fwd(st) for st in cell.sets]
+    outs = []
+    with sdpa_kernel([TORCH[backend]]):
+        for st in cell.sets:
+            outs.append(sdpa(st, causal))
+    return [lambda st=st, o=o: torch.autograd.grad(o, (st["q"], st["k"], st["v"]), st["dout"],
+                                                   retain_graph=True)
+            for st, o in zip(cell.sets, outs)]
+
+
+def our_fns(lib, cell, backend, op, causal, stream):
+    fns = []
+    for st in cell.sets:
+        q, k, v = (st[n].detach() for n in ("q", "k", "v"))
+        out = torch.empty_like(q)
+        lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda", dtype=torch.float32)
+        p = fa_ctypes.forward_params(lib, q, k, v, out, lse, causal=causal)
+        p.backend = OURS[backend]
+        grads = [torch.empty_like(x) for x in (q, k, v)]
+        if op == "bwd":
+            fa_ctypes.with_grads(p, st["dout"], *grads)
+        n = max(fa_ctypes.workspace_size(lib, p), fa_ctypes.workspace_size(lib, p, op == "bwd"))
+        ws = torch.empty(max(n, 1), device="cuda", dtype=torch.uint8)
+        st[backend] = (p, out, lse, grads, ws)  # keep tensors alive
+        call = fa_ctypes.backward if op == "bwd" else fa_ctypes.forward
+        if op == "bwd":
+            fa_ctypes.forward(lib, p, stream, ws.data_ptr(), n)
+        fns.append(lambda p=p, ws=ws, n=n, call=call: call(lib, p, stream, ws.data_ptr(), n))
+    return fns
+
+
+def measure(make_fns, repeats):
+    """(ms, peak_bytes, status): peak = max allocated above what existed before make_fns."""
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    try:
+        fns = make_fns()
+        fns[0]()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+        ms = time_fn(fns, repeats)
+        return ms, peak, "ok"
+    except torch.OutOfMemoryError:
+        return None, None, "oom"
+    except fa_ctypes.FaError as e:
+        kind = "unsupported" if e.status in (fa_ctypes.FA_ERROR_BACKEND, fa_ctypes.FA_ERROR_UNSUPPORTED) else "error"
+        return None, None, f"{kind}: {e}"
+    except RuntimeError as e:  # e.g. a torch backend that does not take this shape
+        return None, None, f"unsupported: {str(e).splitlines()[0][:200]}"
+    finally:
+        fns = None
+        torch.cuda.empty_cache()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", default="build/libflashattn.so", help="path of libflashattn.so")
+    ap.add_argument("--json", required=True, help="output record")
+    ap.add_argument("--repeats", type=int, default=30, help="timed calls per cell (median)")
+    ap.add_argument("--quick", action="store_true", help="seqlen 1k, 4k, 16k; d 128 only")
+    ap.add_argument("--commit", default=os.environ.get("FA_COMMIT", "unknown"))
+    ap.add_argument("--dims", default="64,128,256")
+    ap.add_argument("--seqlens", default="512,1024,2048,4096,8192,16384")
+    ap.add_argument("--ops", default="fwd,bwd")
+    ap.add_argument("--dtype", default="bf16", choices=sorted(DTYPES))
+    ap.add_argument("--backends", default=",".join(list(OURS) + list(TORCH)))
+    ap.add_argument("--math-max-seqlen", type=int, default=16384,
+                    help="skip torch-math and vanilla above this seqlen (they materialise s^2)")
+    args = ap.parse_args()
+    if args.repeats < 1:
+        ap.error("--repeats must be >= 1")
+    backends = args.backends.split(",")
+    unknown = [b for b in backends if b not in OURS and b not in TORCH]
+    if unknown:
+        ap.error(f"--backends: unknown {unknown}; choose from {list(OURS) + list(TORCH)}")
+    dims = [128] if args.quick else [int(x) for x in args.dims.split(",")]
+    seqlens = [1024, 4096, 16384] if args.quick else [int(x) for x in args.seqlens.split(",")]
+
+    lib = fa_ctypes.load(args.lib)
+    torch.manual_seed(0)
+    stream = torch.cuda.current_stream().cuda_stream
+    ceil = ceilings()
+    print(f"ceilings: {ceil}", file=sys.stderr)
+    rows, ratios = [], []
+    for op in args.ops.split(","):
+        for d in dims:
+            for causal in (False, True):
+                for s in seqlens:
+                    b, h = max(1, 16384 // s), 2048 // d
+                    flops = 4 * b * h * s * s * d / (2 if causal else 1) * (2.5 if op == "bwd" else 1)
+                    cell = Cell(b, s, h, d, DTYPES[args.dtype], op == "bwd")
+                    res = {}
+                    for be in backends:
+                        if be in ("vanilla", "torch-math") and s > args.math_max_seqlen:
+                            res[be] = (None, None, f"skipped: seqlen > --math-max-seqlen")
+                        elif be in OURS:
+                            res[be] = measure(lambda: our_fns(lib, cell, be, op, causal, stream), args.repeats)
+                        else:
+                            res[be] = measure(lambda: torch_fns(cell, be, op, causal), args.repeats)
+                        ms, peak, status = res[be]
+                        rows.append({"op": op, "dtype": args.dtype, "d": d, "causal": causal, "b": b,
+                                     "h": h, "h_kv": h, "s_q": s, "s_k": s, "backend": be,
+                                     "device": "cuda", "status": status,
+                                     "ms": round(ms, 4) if ms else None,
+                                     "tflops": round(flops / ms * 1e-9, 1) if ms else None,
+                                     "peak_bytes": peak})
+                    for ours in OURS:
+                        for base in TORCH:
+                            if ours in res and base in res and res[ours][0] and res[base][0]:
+                                ratios.append({"op": op, "d": d, "causal": causal, "s": s,
+                                               "ours": ours, "baseline": base,
+                                               "speed_ratio": round(res[base][0] / res[ours][0], 3),
+                                               "memory_ratio": round(res[ours][1] / res[base][1], 3)})
+                    print(f"{op} d{d} {'causal' if causal else 'full'} s{s}: " + " ".join(
+                        f"{k}={flops / v[0] * 1e-9:.0f}" if v[0] else f"{k}={v[2].split(':')[0]}"
+                        for k, v in res.items()), file=sys.stderr)
+                    del cell
+                    torch.cuda.empty_cache()
+    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                            capture_output=True, text=True).stdout.strip()
+    record = {"gpu": torch.cuda.get_device_name(), "driver": driver, "cuda": torch.version.cuda,
+              "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+              "commit": args.commit, "library": lib.fa_build_info().decode(),
+              "command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
+              "ceilings": ceil, "rows": rows,
+              "ratios_note": "speed_ratio = baseline ms / ours ms (>1: ours faster); "
+                             "memory_ratio = ours peak / baseline peak",
+              "ratios": ratios}
+    with open(args.json, "w") as f:
+        json.dump(record, f, indent=1)
+    print(f"wrote {args.json}: {len(rows)} rows, {len(ratios)} ratios", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

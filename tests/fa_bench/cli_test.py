@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""fa-bench end to end on the CPU backends: --help of every subcommand documents every flag,
+bad input fails naming the flag and writes nothing, run / sweep / compare write JSON and CSV in
+shared/BENCH.md's schema (read back here), plan's figures match a hand computation.
+
+  cli_test.py PATH/TO/fa-bench
+"""
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+BIN = sys.argv[1]
+ROW_KEYS = {"op", "dtype", "d", "causal", "b", "h", "s_q", "s_k", "backend", "ms", "tflops",
+            "peak_bytes", "h_kv", "device", "status"}
+TOP_KEYS = {"gpu", "driver", "cuda", "torch", "cudnn", "commit", "command", "ceilings", "rows"}
+FLAGS = {
+    "run": ["--backend", "--op", "--dtype", "--batch", "--heads", "--kv-heads", "--seqlen",
+            "--seqlen-k", "--head-dim", "--causal", "--device", "--warmup", "--repeats", "--json",
+            "--csv", "--commit"],
+    "sweep": ["--backend", "--op", "--dtype", "--hidden", "--tokens", "--seqlens", "--dims",
+              "--causal", "--device", "--repeats", "--json", "--csv"],
+    "compare": ["--op", "--dtype", "--batch", "--heads", "--head-dim", "--seqlens", "--causal",
+                "--device", "--repeats", "--json", "--csv"],
+    "plan": ["--model", "--list-models", "--layers", "--hidden", "--heads", "--kv-heads",
+             "--head-dim", "--batch", "--seqlen", "--dtype", "--mode", "--dropout",
+             "--memory-gib", "--json"],
+}
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def fa(*args, env_extra=None):
+    env = dict(os.environ, OMP_NUM_THREADS="2", **(env_extra or {}))
+    return subprocess.run([BIN, *args], capture_output=True, text=True, env=env, timeout=240)
+
+
+def check_record(path, csv_path, n_rows, device="cpu"):
+    with open(path) as f:
+        rec = json.load(f)
+    check(TOP_KEYS <= rec.keys(), f"{path}: top-level keys {sorted(rec.keys())}")
+    check(len(rec["rows"]) == n_rows, f"{path}: {len(rec['rows'])} rows, expected {n_rows}")
+    for r in rec["rows"]:
+        check(ROW_KEYS <= r.keys(), f"{path}: row keys {sorted(r.keys())}")
+        check(r["device"] == device, f"{path}: device {r['device']}")
+        check(r["status"] == "ok", f"{path}: status {r['status']}")
+        check(r["ms"] > 0 and r["tflops"] > 0 and r["peak_bytes"] > 0, f"{path}: figures {r}")
+        flops = 4 * r["b"] * r["h"] * r["s_q"] * r["s_k"] * r["d"] / (2 if r["causal"] else 1)
+        flops *= {"fwd": 1, "bwd": 2.5, "fwdbwd": 3.5}[r["op"]]
+        check(abs(flops / (r["ms"] * 1e-3) / 1e12 - r["tflops"]) <= 1e-3 * r["tflops"],
+              f"{path}: tflops {r['tflops']} inconsistent with ms {r['ms']}")
+    with open(csv_path) as f:
+        rows = list(csv.DictReader(f))
+    check(len(rows) == n_rows, f"{csv_path}: {len(rows)} rows")
+    for j, c in zip(rec["rows"], rows):
+        check(c["backend"] == j["backend"] and int(c["s_q"]) == j["s_q"] and
+              abs(float(c["ms"]) - j["ms"]) <= 1e-5 * j["ms"] + 1e-9, f"{csv_path} vs json: {c} {j}")
+    return rec
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    # --help documents every flag of every subcommand.
+    r = fa("--help")
+    check(r.returncode == 0 and all(s in r.stdout for s in FLAGS), "top-level --help lists subcommands")
+    for sub, flags in FLAGS.items():
+        r = fa(sub, "--help")
+        check(r.returncode == 0, f"{sub} --help exits 0")
+        for flag in flags:
+            check(flag in r.stdout, f"{sub} --help mentions {flag}")
+    check("L * kept + transient" in fa("plan", "--help").stdout, "plan --help explains the formula")
+
+    # Bad input: non-zero exit, the flag named, nothing written.
+    out = os.path.join(tmp, "bad.json")
+    for args, flag in [(["run", "--seqlen", "0", "--json", out], "--seqlen"),
+                       (["run", "--dtype", "fp64", "--json", out], "--dtype"),
+                       (["run", "--heads", "6", "--kv-heads", "4", "--json", out], "--kv-heads"),
+                       (["sweep", "--dims", "48", "--hidden", "100", "--json", out], "--dims"),
+                       (["plan", "--model", "nope", "--json", out], "--model"),
+                       (["plan", "--layers", "2", "--json", out], "--model"),
+                       (["run", "--json", os.path.join(tmp, "no/such/dir/x.json")], "--json"),
+                       (["frobnicate"], "subcommand")]:
+        r = fa(*args)
+        check(r.returncode != 0, f"{args}: exit {r.returncode}")
+        check(flag in r.stderr, f"{args}: stderr names {flag}: {r.stderr.strip()[:200]}")
+        check(not os.path.exists(out), f"{args}: wrote {out}")
+
+    # run: both backends, all passes, tiny shape with GQA.
+    j, c = os.path.join(tmp, "run.json"), os.path.join(tmp, "run.csv")
+    r = fa("run", "--device", "cpu", "--dtype", "fp32", "-b", "1", "--heads", "4", "--kv-heads", "2",
+           "-s", "64", "-d", "16", "--op", "fwd,bwd,fwdbwd", "--repeats", "3", "--warmup", "1",
+           "--json", j, "--csv", c, "--commit", "abc123")
+    check(r.returncode == 0, f"run exit {r.returncode}: {r.stderr}")
+    if r.returncode == 0:
+        rec = check_record(j, c, 6)
+        check(rec["commit"] == "abc123", "run: commit recorded")
+        check({x["backend"] for x in rec["rows"]} == {"flashattn", "vanilla"}, "run: backends")
+        check(all(x["h_kv"] == 2 for x in rec["rows"]), "run: kv heads recorded")
+
+    # sweep: the grid's arithmetic (heads = hidden / d, batch = tokens / seqlen).
+    j, c = os.path.join(tmp, "sweep.json"), os.path.join(tmp, "sweep.csv")
+    r = fa("sweep", "--device", "cpu", "--dtype", "fp32", "--hidden", "64", "--tokens", "128",
+           "--seqlens", "32,64", "--dims", "16,32", "--backend", "flashattn", "--op", "fwd",
+           "--repeats", "2", "--warmup", "0", "--json", j, "--csv", c)
+    check(r.returncode == 0, f"sweep exit {r.returncode}: {r.stderr}")
+    check(r.stderr.count("[") >= 8 and "[8/8]" in r.stderr, "sweep: progress on stderr")
+    if r.returncode == 0:
+        rec = check_record(j, c, 8)
+        for x in rec["rows"]:
+            check(x["h"] == 64 // x["d"] and x["b"] == 128 // x["s_q"], f"sweep grid: {x}")
+
+    # compare: flash vs vanilla per seqlen, ratios in the JSON.
+    j, c = os.path.join(tmp, "cmp.json"), os.path.join(tmp, "cmp.csv")
+    r = fa("compare", "--device", "cpu", "--dtype", "fp32", "--heads", "2", "-d", "16",
+           "--seqlens", "32,128", "--op", "fwd", "--repeats", "2", "--warmup", "0", "--json", j,
+           "--csv", c)
+    check(r.returncode == 0, f"compare exit {r.returncode}: {r.stderr}")
+    if r.returncode == 0:
+        rec = check_record(j, c, 4)
+        check(len(rec["compare"]) == 2, "compare: one line per seqlen")
+        rows = {(x["backend"], x["s_q"]): x for x in rec["rows"]}
+        for line in rec["compare"]:
+            v, f = rows[("vanilla", line["s"])], rows[("flashattn", line["s"])]
+            check(abs(line["speedup"] - v["ms"] / f["ms"]) <= 1e-4 * line["speedup"], f"speedup {line}")
+            check(abs(line["memory_ratio"] - v["peak_bytes"] / f["peak_bytes"]) <= 1e-4 * line["memory_ratio"],
+                  f"memory ratio {line}")
+        # The reference's score matrices grow with s^2, flash's memory linearly.
+        check(rec["compare"][1]["memory_ratio"] > rec["compare"][0]["memory_ratio"],
+              "compare: memory ratio grows with seqlen")
+
+    # compare on a shape that cannot fit in host memory (4 TiB tensors): rows, not a crash.
+    r = fa("compare", "--device", "cpu", "--heads", "64", "-d", "256", "--seqlens", "67108864",
+           "--op", "fwd", "--repeats", "1", "--warmup", "0")
+    check(r.returncode == 0 and "vanilla oom" in r.stdout and "flash oom" in r.stdout,
+          f"compare reports oom rows: {r.returncode} {r.stdout[-400:]} {r.stderr[-400:]}")
+
+    # plan: hand-computed Llama-2-7B inference at 4096 (see tests/fa_bench/test_plan.cpp).
+    j = os.path.join(tmp, "plan.json")
+    r = fa("plan", "--model", "llama-2-7b", "-s", "4096", "--memory-gib", "80", "--json", j)
+    check(r.returncode == 0, f"plan exit {r.returncode}: {r.stderr}")
+    if r.returncode == 0:
+        with open(j) as f:
+            p = json.load(f)
+        row = p["rows"][0]
+        check(row["standard_model"] == 4294967296, f"plan standard model bytes {row}")
+        check(row["flash_layer_transient"] == 524288, f"plan flash transient {row}")
+        check(0 < p["max_seqlen_standard"] < p["max_seqlen_flash"], f"plan max seqlen {p}")
+    r = fa("plan", "--layers", "2", "--hidden", "64", "--heads", "4", "--kv-heads", "2", "-s", "16",
+           "--mode", "training")
+    # Q = O = 16*64*2 = 2048, K = V = 1024, A = 4*256 = 1024: kept 6144 + 2048, transient 4096
+    # per layer 12288 B = 0.0117 MiB; model 2*8192 + 4096 = 20480 B.
+    check(r.returncode == 0 and "0.0" in r.stdout, f"plan custom model: {r.stdout} {r.stderr}")
+    r = fa("plan", "--list-models")
+    check(r.returncode == 0 and "llama-3-70b" in r.stdout and "qwen2-7b" in r.stdout, "plan --list-models")
+
+print(f"{len(failures)} failure(s)")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,171 @@
+// The vanilla (standard, materialising) CUDA backend against the fp64 CPU reference, forward and
+// backward, with FlashAttention's accuracy rule: max |gpu - ref| <= 2 x max |naive - ref| + 1e-5
+// (out, lse) and 3 x ... + 1e-4 (gradients), naive = the same-precision CPU computation (fp32
+// arithmetic on the same inputs, P rounded to the 16-bit type). Skipped without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu_support.h"
+
+namespace fa::test {
+namespace {
+
+// dtype x feature, with head dim, GQA ratio, lengths (odd, s_q != s_k, s_q > s_k so that causal
+// rows are fully masked), layout and varlen rotating through their values.
+std::vector<Case> vanilla_grid() {
+  const fa_dtype dtypes[] = {FA_DTYPE_FP32, FA_DTYPE_FP16, FA_DTYPE_BF16};
+  const int64_t dims[] = {20, 64, 128, 256};
+  const int64_t lens[][2] = {{1, 1}, {113, 203}, {128, 128}, {299, 77}, {600, 1001}};
+  constexpr int kFeatures = 7;
+  std::vector<Case> cases;
+  uint64_t n = 0;
+  for (fa_dtype dt : dtypes)
+    for (int feature = 0; feature < kFeatures; ++feature)
+      for (int rep = 0; rep < 2; ++rep) {
+        Case c;
+        c.seed = ++n;
+        c.dtype = dt;
+        c.head_dim = dims[n % 4];
+        c.heads_kv = 2;
+        c.heads_q = (n % 2) ? 6 : 2;  // GQA 3 and 1
+        c.batch = 2;
+        const auto* len = lens[(n * 3) % 5];
+        c.seqlen_q = len[0];
+        c.seqlen_k = len[1];
+        c.strided = (n % 3) == 0;
+        if (feature == 1) c.causal = true;
+        if (feature == 2) { c.window_left = 50; c.window_right = 7; }
+        if (feature == 3) c.softcap = 5.f;  // small cap: the tanh derivative matters
+        if (feature == 4) c.alibi = true;
+        if (feature == 5) c.dropout_p = 0.17f;
+        if (feature == 6) { c.causal = true; c.softcap = 10.f; c.alibi = true; c.dropout_p = 0.1f; }
+        if (rep == 1) {  // packed varlen with empty sequences on either side
+          c.lens_q = {int32_t(c.seqlen_q), 0, 37, 1};
+          c.lens_k = {int32_t(c.seqlen_k), 9, 0, 130};
+        }
+        cases.push_back(c);
+      }
+  return cases;
+}
+
+#ifdef FA_TEST_CUDA
+void expect_rule(const char* what, const std::vector<double>& got, const std::vector<double>& ref,
+                 const std::vector<double>& naive, double factor, double atol) {
+  const double err = max_abs_diff(got, ref), base = max_abs_diff(naive, ref);
+  EXPECT_LE(err, factor * base + atol) << what << ": vanilla error " << err << ", naive error " << base;
+}
+
+// Device copies of one problem's tensors and the params that point at them.
+struct DeviceProblem {
+  DeviceTensor q, k, v, out, lse, dout, dq, dk, dv;
+  std::unique_ptr<DeviceTensor> cu_q, cu_k, alibi;
+  fa_params p;
+
+  explicit DeviceProblem(const Problem& pr)
+      : q(pr.q, false), k(pr.k, false), v(pr.v, false), out(pr.out, true), lse(pr.lse, true),
+        dout(pr.dout, false), dq(pr.dq, true), dk(pr.dk, true), dv(pr.dv, true) {
+    p = pr.params(FA_BACKEND_VANILLA, true);
+    p.q = q.view(); p.k = k.view(); p.v = v.view(); p.out = out.view(); p.lse = lse.view();
+    p.dout = dout.view(); p.dq = dq.view(); p.dk = dk.view(); p.dv = dv.view();
+    if (pr.c.varlen()) {
+      cu_q = std::make_unique<DeviceTensor>(pr.cu_q, false);
+      cu_k = std::make_unique<DeviceTensor>(pr.cu_k, false);
+      p.cu_seqlens_q = cu_q->view();
+      p.cu_seqlens_k = cu_k->view();
+    }
+    if (pr.c.alibi) {
+      alibi = std::make_unique<DeviceTensor>(pr.alibi, false);
+      p.alibi_slopes = alibi->view();
+    }
+  }
+};
+
+// Runs one pass with a workspace of exactly the queried size.
+void run_pass(const fa_params& p, bool backward) {
+  size_t bytes = 0;
+  ASSERT_EQ(backward ? fa_backward_workspace_size(&p, &bytes) : fa_forward_workspace_size(&p, &bytes),
+            FA_OK) << fa_last_error();
+  void* ws = nullptr;
+  if (bytes) {
+    ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
+  }
+  const fa_status st = backward ? fa_backward(&p, ws, bytes, nullptr) : fa_forward(&p, ws, bytes, nullptr);
+  const cudaError_t sync = cudaDeviceSynchronize();
+  cudaFree(ws);
+  ASSERT_EQ(st, FA_OK) << fa_last_error();
+  ASSERT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);
+}
+#endif
+
+class VanillaGpu : public ::testing::TestWithParam<Case> {};
+
+TEST_P(VanillaGpu, ForwardAndBackwardMatchReference) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+#ifdef FA_TEST_CUDA
+  Problem pr(GetParam());
+  DeviceProblem dev(pr);
+  run_pass(dev.p, false);
+  if (HasFatalFailure()) return;
+  run_pass(dev.p, true);  // reads the GPU forward's out and lse
+  if (HasFatalFailure()) return;
+  dev.out.copy_to(pr.out);
+  dev.lse.copy_to(pr.lse);
+  dev.dq.copy_to(pr.dq);
+  dev.dk.copy_to(pr.dk);
+  dev.dv.copy_to(pr.dv);
+  const bool round_p = pr.c.dtype != FA_DTYPE_FP32;
+  const Dense got = outputs(pr, true);
+  const Dense ref = reference(pr, false, true);
+  const Dense naive = reference(pr, true, true, round_p);
+  expect_rule("out", got.out, ref.out, naive.out, 2, 1e-5);
+  expect_rule("lse", got.lse, ref.lse, naive.lse, 2, 1e-5);
+  expect_rule("dq", got.dq, ref.dq, naive.dq, 3, 1e-4);
+  expect_rule("dk", got.dk, ref.dk, naive.dk, 3, 1e-4);
+  expect_rule("dv", got.dv, ref.dv, naive.dv, 3, 1e-4);
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, VanillaGpu, ::testing::ValuesIn(vanilla_grid()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::to_string(info.index) + "_" + info.param.name();
+                         });
+
+// The workspace query is the memory cost of standard attention: at least one fp32 score matrix
+// per (batch, head) forward and two backward; a smaller workspace is refused before any write.
+TEST(VanillaGpuWorkspace, ReportsScoreMatricesAndRefusesLess) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+#ifdef FA_TEST_CUDA
+  Case c;
+  c.dtype = FA_DTYPE_BF16;
+  c.batch = 3;
+  c.heads_q = c.heads_kv = 4;
+  c.seqlen_q = 300;
+  c.seqlen_k = 500;
+  c.head_dim = 64;
+  Problem pr(c);
+  DeviceProblem dev(pr);
+  size_t fwd = 0, bwd = 0;
+  ASSERT_EQ(fa_forward_workspace_size(&dev.p, &fwd), FA_OK) << fa_last_error();
+  ASSERT_EQ(fa_backward_workspace_size(&dev.p, &bwd), FA_OK) << fa_last_error();
+  const size_t matrix = size_t(3 * 4 * 300 * 500) * sizeof(float);
+  EXPECT_GE(fwd, matrix);
+  EXPECT_GE(bwd, 2 * matrix);
+  void* ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&ws, fwd), cudaSuccess);
+  EXPECT_EQ(fa_forward(&dev.p, ws, fwd - 1, nullptr), FA_ERROR_WORKSPACE);
+  EXPECT_NE(std::string(fa_last_error()).find("workspace"), std::string::npos) << fa_last_error();
+  cudaFree(ws);
+  HostTensor after(pr.out.dtype(), pr.out.shape());
+  after.poison();
+  dev.out.copy_to(pr.out);
+  EXPECT_TRUE(pr.out.bytes_equal(after)) << "a refused call wrote out";
+#endif
+}
+
+}  // namespace
+}  // namespace fa::test

@@ -1,0 +1,64 @@
+// fa-bench subcommands, separate from their command-line parsing (main.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "measure.h"
+#include "plan.h"
+#include "record.h"
+
+namespace fabench {
+
+// Where results go and how they are labelled; shared by run, sweep and compare.
+struct Output {
+  std::string json, csv, commit, command;
+};
+
+struct Timing {
+  bool cuda = false;
+  int warmup = 3, repeats = 30;
+};
+
+struct RunArgs {
+  std::vector<std::string> backends{"flashattn", "vanilla"};
+  std::vector<std::string> ops{"fwd"};
+  fa_dtype dtype = FA_DTYPE_BF16;
+  int64_t b = 1, h = 16, h_kv = 0, s_q = 1024, s_k = 0, d = 128;  // 0: like h / s_q
+  bool causal = false;
+};
+
+struct SweepArgs {
+  std::vector<std::string> backends{"flashattn", "vanilla"};
+  std::vector<std::string> ops{"fwd", "bwd"};
+  std::vector<fa_dtype> dtypes{FA_DTYPE_BF16};
+  int64_t hidden = 2048, tokens = 16384;
+  std::vector<int64_t> seqlens{512, 1024, 2048, 4096, 8192, 16384};
+  std::vector<int64_t> dims{64, 128, 256};
+  std::vector<bool> causal{false, true};
+};
+
+struct CompareArgs {
+  std::vector<std::string> ops{"fwd", "fwdbwd"};
+  fa_dtype dtype = FA_DTYPE_BF16;
+  int64_t b = 1, h = 16, d = 128;
+  std::vector<int64_t> seqlens{1024, 2048, 4096, 8192, 16384, 32768, 65536};
+  bool causal = false;
+};
+
+struct PlanArgs {
+  PlanInput in;
+  std::vector<int64_t> seqlens;  // rows of the table
+  double memory_gib = 0;         // > 0: also the largest seqlen that fits this much
+  std::string json;
+};
+
+// Each returns the process exit code; tables go to stdout, progress to stderr.
+int cmd_run(const RunArgs& a, const Timing& t, const Output& o);
+int cmd_sweep(const SweepArgs& a, const Timing& t, const Output& o);
+int cmd_compare(const CompareArgs& a, const Timing& t, const Output& o);
+int cmd_plan(const PlanArgs& a);
+void list_models();
+
+}  // namespace fabench

@@ -1,0 +1,340 @@
+#include "measure.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include <unistd.h>
+
+#include "common/dtype.h"  // header-only fp16/bf16 conversions (tests/test_dtype.cpp)
+
+#ifdef FA_BENCH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace fabench {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// Random values are drawn once into a pool this large and tiled (from varying offsets) into
+// every tensor: drawing 10^8 normals per configuration would dominate a sweep.
+constexpr size_t kPoolElems = size_t(1) << 22;
+// Rotate input sets until they cover twice the L2, but never more than this many sets.
+constexpr int kMaxInputSets = 4;
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / kGiB);
+  return buf;
+}
+
+const std::vector<unsigned char>& pool(fa_dtype t) {
+  static std::vector<unsigned char> pools[3];
+  std::vector<unsigned char>& p = pools[t == FA_DTYPE_FP32 ? 0 : t == FA_DTYPE_FP16 ? 1 : 2];
+  if (!p.empty()) return p;
+  std::mt19937_64 rng(12345 + uint64_t(t));
+  std::normal_distribution<float> normal(0.f, 1.f);
+  p.resize(kPoolElems * size_t(dtype_bytes(t)));
+  for (size_t i = 0; i < kPoolElems; ++i) {
+    const float x = normal(rng);
+    if (t == FA_DTYPE_FP32) std::memcpy(&p[i * 4], &x, 4);
+    if (t == FA_DTYPE_FP16) { const fa::half_t h = fa::to_half(x); std::memcpy(&p[i * 2], &h, 2); }
+    if (t == FA_DTYPE_BF16) { const fa::bfloat16_t h = fa::to_bf16(x); std::memcpy(&p[i * 2], &h, 2); }
+  }
+  return p;
+}
+
+// Memory of the benchmark's device: host for the CPU backends, the GPU otherwise.
+class Memory {
+ public:
+  explicit Memory(bool cuda) : cuda_(cuda) {}
+  ~Memory() { release(); }
+  void* alloc(size_t bytes) {
+    void* p = nullptr;
+    if (bytes == 0) return nullptr;
+#ifdef FA_BENCH_CUDA
+    if (cuda_) {
+      if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();  // clear the failure: the next configuration must not see it
+        return nullptr;
+      }
+      ptrs_.push_back(p);
+      return p;
+    }
+#endif
+    p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (p) ptrs_.push_back(p);
+    return p;
+  }
+  void fill_random(void* dst, size_t bytes, fa_dtype t, size_t offset) {
+    const std::vector<unsigned char>& src = pool(t);
+    offset = (offset * size_t(dtype_bytes(t))) % src.size();
+    for (size_t done = 0; done < bytes;) {
+      const size_t n = std::min(bytes - done, src.size() - offset);
+      copy(static_cast<unsigned char*>(dst) + done, src.data() + offset, n);
+      done += n;
+      offset = 0;
+    }
+  }
+  void release() {
+    for (void* p : ptrs_) {
+#ifdef FA_BENCH_CUDA
+      if (cuda_) { cudaFree(p); continue; }
+#endif
+      std::free(p);
+    }
+    ptrs_.clear();
+  }
+
+ private:
+  void copy(void* dst, const void* src, size_t n) {
+#ifdef FA_BENCH_CUDA
+    if (cuda_) { cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice); return; }
+#endif
+    std::memcpy(dst, src, n);
+  }
+  bool cuda_;
+  std::vector<void*> ptrs_;
+};
+
+size_t free_device_bytes() {
+#ifdef FA_BENCH_CUDA
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) == cudaSuccess) return free;
+  (void)cudaGetLastError();
+#endif
+  return 0;
+}
+
+double host_available_bytes() {
+  return double(sysconf(_SC_AVPHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+}
+
+fa_tensor make_tensor(void* data, fa_dtype t, std::vector<int64_t> shape, bool cuda) {
+  fa_tensor x{};
+  x.data = data;
+  x.dtype = t;
+  x.rank = int32_t(shape.size());
+  x.device = fa_device{cuda ? FA_DEVICE_CUDA : FA_DEVICE_CPU, 0};
+  int64_t stride = 1;
+  for (int i = x.rank - 1; i >= 0; --i) {
+    x.shape[i] = shape[size_t(i)];
+    x.stride[i] = stride;
+    stride *= shape[size_t(i)];
+  }
+  return x;
+}
+
+// The tensors of one attention call, as (role, shape, dtype) and their bytes.
+struct Tensors {
+  fa_params p;
+  size_t bytes = 0;
+  std::vector<fa_tensor*> inputs;  // filled with random values
+
+  // Builds params whose pointers come from `at(bytes)`; at may return fake pointers (query only).
+  template <typename Alloc>
+  bool build(const Config& c, Alloc at) {
+    fa_params_init(&p);
+    p.backend = c.backend == "vanilla" ? FA_BACKEND_VANILLA : FA_BACKEND_AUTO;
+    p.causal = c.causal;
+    const bool grads = c.op != "fwd";
+    const int64_t e = dtype_bytes(c.dtype);
+    bytes = 0;
+    bool ok = true;
+    auto t = [&](fa_tensor& dst, fa_dtype dt, std::vector<int64_t> shape) {
+      size_t n = size_t(dt == FA_DTYPE_FP32 ? 4 : e);
+      for (int64_t s : shape) n *= size_t(s);
+      void* ptr = at(n);
+      ok = ok && ptr != nullptr;
+      bytes += n;
+      dst = make_tensor(ptr, dt, shape, c.cuda);
+    };
+    t(p.q, c.dtype, {c.b, c.s_q, c.h, c.d});
+    t(p.k, c.dtype, {c.b, c.s_k, c.h_kv, c.d});
+    t(p.v, c.dtype, {c.b, c.s_k, c.h_kv, c.d});
+    t(p.out, c.dtype, {c.b, c.s_q, c.h, c.d});
+    t(p.lse, FA_DTYPE_FP32, {c.b, c.h, c.s_q});
+    inputs = {&p.q, &p.k, &p.v};
+    if (grads) {
+      t(p.dout, c.dtype, {c.b, c.s_q, c.h, c.d});
+      t(p.dq, c.dtype, {c.b, c.s_q, c.h, c.d});
+      t(p.dk, c.dtype, {c.b, c.s_k, c.h_kv, c.d});
+      t(p.dv, c.dtype, {c.b, c.s_k, c.h_kv, c.d});
+      inputs.push_back(&p.dout);
+    }
+    return ok;
+  }
+};
+
+std::string failure(const char* what, fa_status st) {
+  const std::string kind = st == FA_ERROR_BACKEND || st == FA_ERROR_UNSUPPORTED ||
+                                   st == FA_ERROR_HEAD_DIM
+                               ? "unsupported: "
+                               : "error: ";
+  return kind + what + ": " + fa_last_error();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+const char* dtype_name(fa_dtype t) {
+  switch (t) {
+    case FA_DTYPE_FP16: return "fp16";
+    case FA_DTYPE_BF16: return "bf16";
+    default: return "fp32";
+  }
+}
+int64_t dtype_bytes(fa_dtype t) { return t == FA_DTYPE_FP32 ? 4 : 2; }
+
+bool cuda_available() {
+#ifdef FA_BENCH_CUDA
+  return fa_cuda_device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+Machine machine(bool cuda) {
+  Machine m{"cpu", "", ""};
+#ifdef FA_BENCH_CUDA
+  if (cuda) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) m.gpu = prop.name;
+    int v = 0;
+    if (cudaDriverGetVersion(&v) == cudaSuccess)
+      m.driver = "cuda-driver-api " + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+    if (cudaRuntimeGetVersion(&v) == cudaSuccess)
+      m.cuda = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+  }
+#else
+  (void)cuda;
+#endif
+  return m;
+}
+
+Row measure(const Config& c) {
+  Row r;
+  r.op = c.op;
+  r.dtype = dtype_name(c.dtype);
+  r.d = c.d; r.b = c.b; r.h = c.h; r.h_kv = c.h_kv; r.s_q = c.s_q; r.s_k = c.s_k;
+  r.causal = c.causal;
+  r.backend = c.backend;
+  r.device = c.cuda ? "cuda" : "cpu";
+  const bool bwd = c.op != "fwd";
+
+  // 1. Ask the library first, with placeholder pointers (the queries validate alignment, never
+  //    read memory), so that a configuration too large for the device is reported, not run.
+  Tensors probe;
+  probe.build(c, [](size_t) { return reinterpret_cast<void*>(uintptr_t(1) << 12); });
+  size_t ws_fwd = 0, ws_bwd = 0;
+  fa_status st = fa_forward_workspace_size(&probe.p, &ws_fwd);
+  if (st != FA_OK) { r.status = failure("forward", st); return r; }
+  if (bwd && (st = fa_backward_workspace_size(&probe.p, &ws_bwd)) != FA_OK) {
+    r.status = failure("backward", st);
+    return r;
+  }
+  const size_t ws_bytes = std::max(ws_fwd, ws_bwd);  // one workspace serves both passes
+  const double need = double(probe.bytes) + double(ws_bytes);
+  const size_t free_before = c.cuda ? free_device_bytes() : 0;
+  const double available = c.cuda ? double(free_before) : host_available_bytes();
+  if (need > available) {
+    r.status = "oom: needs " + gib(need) + " (tensors " + gib(double(probe.bytes)) +
+               " + workspace " + gib(double(ws_bytes)) + "), " + gib(available) + " free";
+    return r;
+  }
+
+  // 2. One input set plus the workspace; the peak is what that took from the device.
+  Memory mem(c.cuda);
+  std::vector<Tensors> sets(1);
+  if (!sets[0].build(c, [&](size_t n) { return mem.alloc(n); })) {
+    r.status = "oom: allocating " + gib(double(probe.bytes)) + " of tensors failed";
+    return r;
+  }
+  void* ws = mem.alloc(ws_bytes);
+  if (ws_bytes > 0 && ws == nullptr) {
+    r.status = "oom: allocating the " + gib(double(ws_bytes)) + " workspace failed";
+    return r;
+  }
+  r.peak_bytes = c.cuda ? int64_t(free_before) - int64_t(free_device_bytes())
+                        : int64_t(probe.bytes + ws_bytes);
+#ifdef FA_BENCH_CUDA
+  if (c.cuda) {  // more sets, while they fit, until they cover twice the L2
+    int l2 = 0;
+    cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0);
+    const size_t want = std::min<size_t>(kMaxInputSets, 1 + 2 * size_t(l2) / std::max<size_t>(probe.bytes, 1));
+    while (sets.size() < want && double(free_device_bytes()) > 2.0 * double(probe.bytes)) {
+      Tensors t;
+      if (!t.build(c, [&](size_t n) { return mem.alloc(n); })) break;
+      sets.push_back(t);
+    }
+  }
+#endif
+  for (size_t s = 0; s < sets.size(); ++s)
+    for (size_t i = 0; i < sets[s].inputs.size(); ++i) {
+      fa_tensor* t = sets[s].inputs[i];
+      size_t n = size_t(dtype_bytes(c.dtype));
+      for (int k = 0; k < t->rank; ++k) n *= size_t(t->shape[k]);
+      mem.fill_random(t->data, n, c.dtype, 7919 * (s * 5 + i));
+    }
+
+  // 3. Time. bwd: each set's forward runs once first (the backward reads its out and lse).
+  auto call = [&](const fa_params& p, bool backward) {
+    return backward ? fa_backward(&p, ws, ws_bytes, nullptr) : fa_forward(&p, ws, ws_bytes, nullptr);
+  };
+  auto step = [&](size_t i) -> fa_status {
+    const fa_params& p = sets[i % sets.size()].p;
+    fa_status s = FA_OK;
+    if (c.op != "bwd") s = call(p, false);
+    if (s == FA_OK && bwd) s = call(p, true);
+    return s;
+  };
+  if (c.op == "bwd")
+    for (const Tensors& t : sets)
+      if ((st = call(t.p, false)) != FA_OK) { r.status = failure("forward", st); return r; }
+  for (int i = 0; i < c.warmup; ++i)
+    if ((st = step(size_t(i))) != FA_OK) { r.status = failure(c.op.c_str(), st); return r; }
+  std::vector<double> ms;
+#ifdef FA_BENCH_CUDA
+  if (c.cuda) {
+    std::vector<cudaEvent_t> ev(2 * size_t(c.repeats));
+    for (cudaEvent_t& e : ev) cudaEventCreate(&e);
+    for (int i = 0; i < c.repeats && st == FA_OK; ++i) {
+      cudaEventRecord(ev[2 * size_t(i)], nullptr);
+      st = step(size_t(i));
+      cudaEventRecord(ev[2 * size_t(i) + 1], nullptr);
+    }
+    const cudaError_t sync = cudaDeviceSynchronize();
+    for (int i = 0; i < c.repeats && st == FA_OK && sync == cudaSuccess; ++i) {
+      float t = 0;
+      cudaEventElapsedTime(&t, ev[2 * size_t(i)], ev[2 * size_t(i) + 1]);
+      ms.push_back(t);
+    }
+    for (cudaEvent_t& e : ev) cudaEventDestroy(e);
+    if (sync != cudaSuccess) {
+      r.status = std::string("error: CUDA: ") + cudaGetErrorString(sync);
+      return r;
+    }
+  }
+#endif
+  if (!c.cuda)
+    for (int i = 0; i < c.repeats && st == FA_OK; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      st = step(size_t(i));
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+  if (st != FA_OK) { r.status = failure(c.op.c_str(), st); return r; }
+  r.ms = median(ms);
+  r.tflops = row_flops(r) / (r.ms * 1e-3) / 1e12;
+  return r;
+}
+
+}  // namespace fabench

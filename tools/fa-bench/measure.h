@@ -1,0 +1,39 @@
+// fa-bench measurement of one configuration through the public C API: allocate, fill with
+// random normal values, time, account memory. GPU: CUDA events, median; CPU: wall clock, median.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "flashattn/flashattn.h"
+#include "record.h"
+
+namespace fabench {
+
+struct Config {
+  std::string backend = "flashattn";  // flashattn (FA_BACKEND_AUTO) or vanilla
+  std::string op = "fwd";             // fwd, bwd (timed alone, after one forward), fwdbwd
+  fa_dtype dtype = FA_DTYPE_BF16;
+  int64_t b = 1, h = 16, h_kv = 16, s_q = 1024, s_k = 1024, d = 128;
+  bool causal = false;
+  bool cuda = false;
+  int warmup = 3, repeats = 30;
+};
+
+bool cuda_available();  // this build has CUDA and a device is present
+
+struct Machine {
+  std::string gpu, driver, cuda;
+};
+Machine machine(bool cuda);
+
+// Never throws for a configuration that cannot run: the row's status says why ("oom: ...",
+// "unsupported: ...", "error: ..."). Peak bytes: on the GPU the cudaMemGetInfo drop while the
+// tensors and workspace of one input set are allocated; on the CPU the bytes of those tensors
+// plus the workspaces the library asked for.
+Row measure(const Config& c);
+
+const char* dtype_name(fa_dtype t);
+int64_t dtype_bytes(fa_dtype t);
+
+}  // namespace fabench

@@ -1,0 +1,54 @@
+// fa-bench records: the rows of shared/BENCH.md's schema and their JSON / CSV files.
+//   {gpu, driver, cuda, torch, cudnn, commit, command, ceilings, rows: [{op, dtype, d, causal, b,
+//    h, s_q, s_k, backend, ms, tflops, peak_bytes}, ...]}
+// Rows also carry h_kv, device and status ("ok", "oom: ...", "unsupported: ..."); a row that did
+// not run has ms, tflops and peak_bytes null.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fabench {
+
+struct Row {
+  std::string op;       // fwd, bwd, fwdbwd
+  std::string dtype;    // fp32, fp16, bf16
+  int64_t d = 0, b = 0, h = 0, h_kv = 0, s_q = 0, s_k = 0;
+  bool causal = false;
+  std::string backend;  // flashattn, vanilla
+  std::string device;   // cpu, cuda
+  std::string status = "ok";
+  double ms = 0, tflops = 0;
+  int64_t peak_bytes = 0;
+  bool ran() const { return status == "ok"; }
+};
+
+// One line of the compare table: standard (vanilla) vs flash at one sequence length.
+struct CompareLine {
+  int64_t s = 0;
+  std::string op;
+  const Row* flash = nullptr;
+  const Row* vanilla = nullptr;
+  double speedup() const;       // vanilla ms / flash ms (0 when either did not run)
+  double memory_ratio() const;  // vanilla peak / flash peak (0 when either did not run)
+};
+
+struct Record {
+  std::string gpu, driver, cuda, commit, command, date, library;
+  std::vector<Row> rows;
+  std::vector<CompareLine> compare;  // filled by `compare` only
+};
+
+// FLOPs of one row (shared/BENCH.md): forward 4*b*h*s_q*s_k*d, halved for causal; backward
+// 2.5x, forward + backward 3.5x.
+double row_flops(const Row& r);
+
+std::string to_json(const Record& rec);
+std::string to_csv(const std::vector<Row>& rows);
+extern const char* const kCsvHeader;
+
+// Writes text to path; throws std::runtime_error naming the path on failure.
+void write_file(const std::string& path, const std::string& text);
+
+}  // namespace fabench
