@@ -5,7 +5,8 @@
 # is printed last.
 #   scripts/gpu-check.sh OUTDIR [--full-bench]
 # Environment: FA_ARCHS (default 90a), FA_COMMIT (recorded in the JSON), FA_GTEST_SOURCE_DIR
-# (a GoogleTest source tree when the machine has no package; default .deps/googletest).
+# (a GoogleTest source tree when the machine has no package; default .deps/googletest). fa-bench
+# needs CLI11 headers: the system's or .deps/CLI11 (carry .deps to the GPU machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [--full-bench]}
@@ -27,7 +28,7 @@ summary+=("build: rc=$rc in $(( $(date +%s) - t0 ))s")
 if [ $rc -ne 0 ]; then tail -40 "$out/build.log"; exit 1; fi
 
 t0=$(date +%s)
-./build-gpu/tests/fa_tests --gtest_filter='Grid/Gpu*' > "$out/gpu-tests.log" 2>&1
+./build-gpu/tests/fa_tests --gtest_filter='Grid/Gpu*:*VanillaGpu*' > "$out/gpu-tests.log" 2>&1
 rc=$?
 summary+=("gpu tests: rc=$rc, $(grep -cE '^\[ +OK' "$out/gpu-tests.log") ok, $(grep -cE '^\[  FAILED' "$out/gpu-tests.log") failed lines, $(grep -cE '^\[  SKIPPED' "$out/gpu-tests.log") skipped, $(( $(date +%s) - t0 ))s")
 
@@ -41,6 +42,19 @@ t0=$(date +%s)
   echo "rc=${PIPESTATUS[0]}"
 } > "$out/sanitizer.log" 2>&1
 summary+=("sanitizer: $(grep -E '^rc=|ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer.log" | tr '\n' ' ') $(( $(date +%s) - t0 ))s")
+
+# Python binding on CUDA tensors (python/tests), when this machine's python has torch + pytest.
+t0=$(date +%s)
+if python3 -c "import torch, pytest" 2>/dev/null; then
+  FA_LIBRARY=$PWD/build-gpu/libflashattn.so python3 -m pytest -q -rsx -p no:cacheprovider python/tests \
+    > "$out/python-tests.log" 2>&1
+  summary+=("python tests: rc=$? $(tail -1 "$out/python-tests.log") $(( $(date +%s) - t0 ))s")
+  FA_LIBRARY=$PWD/build-gpu/libflashattn.so python3 bench/python_overhead.py --device cuda --limit-us 15 \
+    > "$out/python-overhead.log" 2>&1
+  summary+=("python overhead: rc=$? $(tail -1 "$out/python-overhead.log")")
+else
+  summary+=("python tests: skipped (python3 lacks torch or pytest)")
+fi
 
 t0=$(date +%s)
 python3 bench/gpu_bench.py --lib build-gpu/libflashattn.so --json "$out/bench.json" \

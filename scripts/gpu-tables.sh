@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The standard-vs-FlashAttention tables on a GPU machine (issue 5), after scripts/gpu-check.sh
+# built build-gpu/: fa-bench compare (time and peak memory, vanilla until it runs out of memory),
+# the default fa-bench sweep (timed: it should take under 3 minutes), the same-run comparison
+# with every PyTorch SDPA backend, and the PNG charts. Records and charts go to OUTDIR.
+#   scripts/gpu-tables.sh OUTDIR [--quick]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/gpu-tables.sh OUTDIR [--quick]}
+quick=()
+[ "${2:-}" = "--quick" ] && quick=(--quick)
+mkdir -p "$out/png"
+bench=./build-gpu/tools/fa-bench/fa-bench
+summary=()
+step() {  # name command...: runs it, logs to OUTDIR/name.log, records rc and seconds
+  local name=$1 t0
+  shift
+  t0=$(date +%s)
+  "$@" > "$out/$name.log" 2>&1
+  summary+=("$name: rc=$? in $(( $(date +%s) - t0 ))s")
+}
+step compare "$bench" compare --device cuda --op fwd --json "$out/compare-fwd.json" --csv "$out/compare-fwd.csv"
+step compare-causal "$bench" compare --device cuda --op fwd --causal --json "$out/compare-fwd-causal.json"
+step sweep "$bench" sweep --device cuda --json "$out/sweep.json" --csv "$out/sweep.csv"
+step torch python3 bench/torch_compare.py --lib build-gpu/libflashattn.so --ops fwd "${quick[@]}" \
+  --json "$out/torch-fwd.json"
+step plots sh -c "python3 bench/plot.py '$out/compare-fwd.json' '$out/png' --prefix compare- &&
+  python3 bench/plot.py '$out/sweep.json' '$out/png' --op fwd --prefix sweep-fwd- &&
+  python3 bench/plot.py '$out/torch-fwd.json' '$out/png' --op fwd --prefix torch-fwd-"
+echo "---- compare (fwd)"; cat "$out/compare.log" | tail -14
+echo "---- torch (fwd)"; tail -14 "$out/torch.log"
+echo "---- summary"; printf '%s\n' "${summary[@]}"
