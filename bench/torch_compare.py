@@ -8,8 +8,8 @@ peak memory, the ratios ours / baseline cell by cell, and the card's ceilings.
 Grid: hidden 2048 (heads = 2048 / d), batch * seqlen = 16384, seqlen 512..16384, d 64/128/256,
 causal and not; op fwd and bwd. Timing: CUDA events, warm-up, median of --repeats, rotating
 among input sets that together exceed the L2. Peak memory: torch.cuda.max_memory_allocated above
-the bytes allocated before the cell's tensors (ours: its workspace is a torch tensor, so the same
-allocator counts it). A backend that cannot run a cell (unsupported, out of memory) gets a row
+what was allocated before the call was built, for one call on one input set (outputs, workspace,
+intermediates; ours: its workspace is a torch tensor, so the same allocator counts it). A backend that cannot run a cell (unsupported, out of memory) gets a row
 with status and null figures.
 
   python3 bench/torch_compare.py --lib build-gpu/libflashattn.so --json out.json [--quick]
@@ -80,30 +80,30 @@ def sdpa(st, causal):
                                           st["v"].transpose(1, 2), is_causal=causal)
 
 
-def torch_fns(cell, backend, op, causal):
+def torch_fns(sets, backend, op, causal):
     if op == "fwd":
         def fwd(st):
             with sdpa_kernel([TORCH[backend]]), torch.no_grad():
                 sdpa(st, causal)
-        return [lambda st=st: fwd(st) for st in cell.sets]
+        return [lambda st=st: fwd(st) for st in sets]
     outs = []
     with sdpa_kernel([TORCH[backend]]):
-        for st in cell.sets:
+        for st in sets:
             outs.append(sdpa(st, causal))
     return [lambda st=st, o=o: torch.autograd.grad(o, (st["q"], st["k"], st["v"]), st["dout"],
                                                    retain_graph=True)
-            for st, o in zip(cell.sets, outs)]
+            for st, o in zip(sets, outs)]
 
 
-def our_fns(lib, cell, backend, op, causal, stream):
+def our_fns(lib, sets, backend, op, causal, stream):
     fns = []
-    for st in cell.sets:
+    for st in sets:
         q, k, v = (st[n].detach() for n in ("q", "k", "v"))
         out = torch.empty_like(q)
         lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda", dtype=torch.float32)
         p = fa_ctypes.forward_params(lib, q, k, v, out, lse, causal=causal)
         p.backend = OURS[backend]
-        grads = [torch.empty_like(x) for x in (q, k, v)]
+        grads = [torch.empty_like(x) for x in (q, k, v)] if op == "bwd" else []
         if op == "bwd":
             fa_ctypes.with_grads(p, st["dout"], *grads)
         n = max(fa_ctypes.workspace_size(lib, p), fa_ctypes.workspace_size(lib, p, op == "bwd"))
@@ -116,16 +116,31 @@ def our_fns(lib, cell, backend, op, causal, stream):
     return fns
 
 
-def measure(make_fns, repeats):
-    """(ms, peak_bytes, status): peak = max allocated above what existed before make_fns."""
+def drop_buffers(sets):
+    """Frees what our_fns parked in the input sets (outputs, workspace) next to q, k, v, dout."""
+    for st in sets:
+        for key in [key for key in st if key not in ("q", "k", "v", "dout")]:
+            del st[key]
+
+
+def measure(make_fns, sets, repeats):
+    """(ms, peak_bytes, status). make_fns(sets) builds one call per input set. The peak is
+    measured on one set (max allocated above what existed before, over building the call and
+    running it once), so every backend is charged for exactly one call's outputs, workspace and
+    intermediates; the timing then rotates over all sets."""
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
+    fns = None
     try:
-        fns = make_fns()
-        fns[0]()
+        one = make_fns(sets[:1])
+        one[0]()
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - base
+        one = None
+        drop_buffers(sets)
+        torch.cuda.empty_cache()
+        fns = make_fns(sets)
         ms = time_fn(fns, repeats)
         return ms, peak, "ok"
     except torch.OutOfMemoryError:
@@ -137,6 +152,7 @@ def measure(make_fns, repeats):
         return None, None, f"unsupported: {str(e).splitlines()[0][:200]}"
     finally:
         fns = None
+        drop_buffers(sets)
         torch.cuda.empty_cache()
 
 
@@ -182,9 +198,11 @@ def main():
                         if be in ("vanilla", "torch-math") and s > args.math_max_seqlen:
                             res[be] = (None, None, f"skipped: seqlen > --math-max-seqlen")
                         elif be in OURS:
-                            res[be] = measure(lambda: our_fns(lib, cell, be, op, causal, stream), args.repeats)
+                            res[be] = measure(lambda sets: our_fns(lib, sets, be, op, causal, stream),
+                                              cell.sets, args.repeats)
                         else:
-                            res[be] = measure(lambda: torch_fns(cell, be, op, causal), args.repeats)
+                            res[be] = measure(lambda sets: torch_fns(sets, be, op, causal),
+                                              cell.sets, args.repeats)
                         ms, peak, status = res[be]
                         rows.append({"op": op, "dtype": args.dtype, "d": d, "causal": causal, "b": b,
                                      "h": h, "h_kv": h, "s_q": s, "s_k": s, "backend": be,

@@ -2,6 +2,10 @@
 
 CPU tensors use the aot_eager backend (tracing, fake tensors and AOT autograd without waiting
 for a C++ compile on a small CI machine); CUDA tensors use the default inductor backend."""
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -55,6 +59,17 @@ def test_fullgraph_forward_matches_eager(dev):
 @pytest.mark.parametrize("dev", DEVICES)
 def test_fullgraph_backward_matches_eager(dev):
     device, dtype, backend = dev
+    if device == "cuda" and not os.environ.get("FA_TEST_CHILD"):
+        # On the H200 (torch 2.11, inductor) this case once died with a segmentation fault inside
+        # the library's backward workspace query, taking the rest of the suite with it. It runs
+        # in a child process so that a crash fails this test and nothing else; the child's
+        # pytest exits 0 on pass or xfail.
+        node = f"{os.path.abspath(__file__)}::test_fullgraph_backward_matches_eager[cuda]"
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node],
+                           env={**os.environ, "FA_TEST_CHILD": "1"}, capture_output=True,
+                           text=True, timeout=600)
+        assert r.returncode == 0, f"child exited {r.returncode}:\n{(r.stdout + r.stderr)[-3000:]}"
+        return
     torch._dynamo.reset()
     compiled = torch.compile(block, fullgraph=True, backend=backend)
     q, k, v, alibi = inputs(device, dtype, True)

@@ -6,14 +6,18 @@
 //   S = Q·Kᵀ (mma.m16n8k16, fp32)   ->   logits (softcap / ALiBi when on; mask on boundary tiles)
 //   -> online softmax in fp32 with exp2 and the log2(e)-premultiplied scale
 //   -> P converted to 16-bit in registers (C layout == A layout)   ->   O += P·V
-// K/V tiles stream through a two-stage cp.async pipeline: tile j+1 loads while tile j computes.
-// O is normalised once at the end (deferred normalisation); LSE is written per row.
+// K/V tiles stream through one of three cp.async pipelines (fwd_traits.h, enum Pipeline); the
+// warp-level parts (loads, GEMM units, mask, softmax) are in fwd_tile.cuh. O is normalised once
+// at the end (deferred normalisation); LSE is written per row.
 //
 // History (H200, bf16, d = 128, s = 16k, ratio to PyTorch's FA2 measured in the same run):
 //   v1 8 warps x 1 m-tile, Q fragments in registers                          0.58
 //   v2 4 warps x 2 m-tiles: every K/V fragment serves both m-tiles            0.78
 //   v3 per-lane precomputed swizzled offsets, 32-bit tile-relative masking,
 //      LSE / rescale from differences (exact for long ALiBi rows)            0.72 (d = 64: 0.79)
+//   v4 tile loads step one precomputed source address (no spills in the loop) 1.02 (d = 64: 1.01)
+//   v5 per-warp mask ranges, split pipeline with 64 keys above d = 128,
+//      Q·K(j+1)ᵀ interleaved with P(j)·V(j) at d = 128                        1.03 (d = 256: 1.02)
 // Run: scripts/gpu-check.sh OUTDIR --full-bench; verdicts and limits in docs/performance.md.
 #pragma once
 
