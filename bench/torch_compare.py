@@ -9,8 +9,8 @@ Grid: hidden 2048 (heads = 2048 / d), batch * seqlen = 16384, seqlen 512..16384,
 causal and not; op fwd and bwd. Timing: CUDA events, warm-up, median of --repeats, rotating
 among input sets that together exceed the L2. Peak memory: torch.cuda.max_memory_allocated above
 what was allocated before the call was built, for one call on one input set (outputs, workspace,
-intermediates; ours: its workspace is a torch tensor, so the same allocator counts it). A backend that cannot run a cell (unsupported, out of memory) gets a row
-with status and null figures.
+intermediates; ours: its workspace is a torch tensor, so the same allocator counts it). A backend
+that cannot run a cell (unsupported, out of memory) gets a row with status and null figures.
 
   python3 bench/torch_compare.py --lib build-gpu/libflashattn.so --json out.json [--quick]
 """
