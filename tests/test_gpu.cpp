@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "gpu_support.h"
@@ -89,7 +91,9 @@ TEST_P(Gpu, ForwardMatchesReference) {
   if (st == FA_ERROR_BACKEND) GTEST_SKIP() << fa_last_error();
   ASSERT_EQ(st, FA_OK) << fa_last_error();
   void* ws = nullptr;
-  if (bytes) ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
+  if (bytes) {
+    ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
+  }
   st = fa_forward(&p, ws, bytes, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   cudaFree(ws);
@@ -101,6 +105,72 @@ TEST_P(Gpu, ForwardMatchesReference) {
   const Dense naive = reference(pr, true, false, /*round_p=*/true);
   expect_rule("out", got.out, ref.out, naive.out, 2, 1e-5);
   expect_rule("lse", got.lse, ref.lse, naive.lse, 2, 1e-5);
+#endif
+}
+
+// Until the CUDA backward exists (issue 4) a backward on CUDA tensors must fail cleanly: status
+// FA_ERROR_BACKEND from the workspace query and from the call, a message, gradients untouched -
+// also from a thread other than the one that ran the forward, as PyTorch's autograd engine calls
+// it (the Python suite once died with a segmentation fault in that situation, under
+// torch.compile, on the H200).
+TEST(GpuBackward, UnsupportedFailsCleanlyFromAnyThread) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+#ifdef FA_TEST_CUDA
+  Case c;
+  c.dtype = FA_DTYPE_FP16;
+  c.head_dim = 64;
+  c.heads_q = 4;
+  c.heads_kv = 2;
+  c.seqlen_q = 40;
+  c.seqlen_k = 56;
+  c.causal = true;
+  c.alibi = true;
+  c.pad = 8;
+  Problem pr(c);
+  DeviceTensor q(pr.q, false), k(pr.k, false), v(pr.v, false), out(pr.out, false),
+      lse(pr.lse, false), dout(pr.dout, false), alibi(pr.alibi, false);
+  DeviceTensor dq(pr.dq, true), dk(pr.dk, true), dv(pr.dv, true);
+  fa_params p = pr.params(FA_BACKEND_AUTO, true);
+  p.q = q.view();
+  p.k = k.view();
+  p.v = v.view();
+  p.out = out.view();
+  p.lse = lse.view();
+  p.dout = dout.view();
+  p.dq = dq.view();
+  p.dk = dk.view();
+  p.dv = dv.view();
+  p.alibi_slopes = alibi.view();
+  auto attempt = [&p](fa_status* query, fa_status* call, std::string* message) {
+    size_t bytes = 0;
+    *query = fa_backward_workspace_size(&p, &bytes);
+    *call = fa_backward(&p, nullptr, 0, nullptr);
+    *message = fa_last_error();
+  };
+  fa_status query = FA_OK, call = FA_OK;
+  std::string message;
+  attempt(&query, &call, &message);
+  EXPECT_EQ(query, FA_ERROR_BACKEND) << message;
+  EXPECT_EQ(call, FA_ERROR_BACKEND) << message;
+  EXPECT_FALSE(message.empty());
+  fa_status tq = FA_OK, tc = FA_OK;
+  std::string tmessage;
+  std::thread worker(attempt, &tq, &tc, &tmessage);
+  worker.join();
+  EXPECT_EQ(tq, FA_ERROR_BACKEND) << tmessage;
+  EXPECT_EQ(tc, FA_ERROR_BACKEND) << tmessage;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::pair<const DeviceTensor*, HostTensor*> grads[] = {
+      {&dq, &pr.dq}, {&dk, &pr.dk}, {&dv, &pr.dv}};
+  for (const auto& [device, host] : grads) {  // still the 0xFF poison: nothing was written
+    std::memset(host->data(), 0, host->storage_bytes());
+    device->copy_to(*host);
+    const auto* bytes = static_cast<const unsigned char*>(host->data());
+    size_t poisoned = 0;
+    for (size_t i = 0; i < host->storage_bytes(); ++i) poisoned += bytes[i] == 0xFF;
+    EXPECT_EQ(poisoned, host->storage_bytes());
+  }
 #endif
 }
 
