@@ -4,6 +4,8 @@
 # the default fa-bench sweep (timed: it should take under 3 minutes), the same-run comparison
 # with every PyTorch SDPA backend, and the PNG charts. Records and charts go to OUTDIR.
 #   scripts/gpu-tables.sh OUTDIR [--quick]
+# Each step runs under a time limit (FA_STEP_TIMEOUT seconds, default 240) so that a slow step
+# (vanilla at 32k-64k keys) cannot eat a GPU session; a step cut short says so in the summary.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-tables.sh OUTDIR [--quick]}
@@ -16,8 +18,10 @@ step() {  # name command...: runs it, logs to OUTDIR/name.log, records rc and se
   local name=$1 t0
   shift
   t0=$(date +%s)
-  "$@" > "$out/$name.log" 2>&1
-  summary+=("$name: rc=$? in $(( $(date +%s) - t0 ))s")
+  timeout "${FA_STEP_TIMEOUT:-240}" "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  [ $rc -eq 124 ] && rc="124 (cut at ${FA_STEP_TIMEOUT:-240}s)"
+  summary+=("$name: rc=$rc in $(( $(date +%s) - t0 ))s")
 }
 step compare "$bench" compare --device cuda --op fwd --json "$out/compare-fwd.json" --csv "$out/compare-fwd.csv"
 step compare-causal "$bench" compare --device cuda --op fwd --causal --json "$out/compare-fwd-causal.json"
