@@ -81,7 +81,7 @@ struct FwdState {
 };
 
 // The keys this thread's first row (row_g) sees, in 32-bit key coordinates, for the masked
-// tiles and the ALiBi distance: the row's rows row_g + dr (dr = 16 mt + 8 r) see keys
+// tiles and the ALiBi distance: the thread's rows row_g + dr (dr = 16 mt + 8 r) see keys
 // [begin + dr, min(end + dr, len_k)) on the diagonal diag + dr. 32 bits because the loop keeps
 // these live: the 64-bit Visibility and row index cost ~8 registers, enough to spill.
 // begin / end are clamped to [-kSlack, len_k + kSlack]: adding dr < kSlack to a clamped value
