@@ -11,7 +11,7 @@ import threading
 import torch
 
 from . import _library
-from ._params import FA_ERROR_DEVICE, FA_ERROR_RANK, new_params, put, put_options
+from ._params import FA_ERROR_DEVICE, FA_ERROR_RANK, new_params, put, put_options, put_run
 
 # CPU workspaces up to this size are kept per thread and reused: allocating and first-touching
 # ~50 KB per call costs microseconds of the overhead budget. Larger ones (long-sequence backward)
@@ -68,11 +68,12 @@ def _lse_shape(q, varlen):
     return (q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1])
 
 
-def _fill_common(p, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+_FWD_NAMES = ("q", "k", "v", "out", "lse")
+_BWD_NAMES = _FWD_NAMES + ("dout", "dq", "dk", "dv")
+
+
+def _fill_common(p, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                  softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, rng):
-    put(p, "q", q, "q")
-    put(p, "k", k, "k")
-    put(p, "v", v, "v")
     if cu_seqlens_q is not None:
         put(p, "cu_seqlens_q", cu_seqlens_q, "cu_seqlens_q")
     if cu_seqlens_k is not None:
@@ -129,10 +130,9 @@ def forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dro
     out = q.new_empty(q.shape)  # contiguous, as flash_attn returns it
     lse = q.new_empty(_lse_shape(q, varlen), dtype=torch.float32)
     p = new_params()
-    _fill_common(p, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+    put_run(p, "q", (q, k, v, out, lse), _FWD_NAMES)
+    _fill_common(p, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                  softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, rng)
-    put(p, "out", out, "out")
-    put(p, "lse", lse, "lse")
     _call(lib, p, lib.fa_forward_workspace_size, lib.fa_forward, "flashattn forward", q.device,
           cuda)
     return out, lse
@@ -150,11 +150,9 @@ def backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, 
     dout, out = _usable(dout, "dout", cuda), _usable(out, "out", cuda)
     dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
     p = new_params()
-    _fill_common(p, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+    put_run(p, "q", (q, k, v, out, lse, dout, dq, dk, dv), _BWD_NAMES)
+    _fill_common(p, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                  softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, rng)
-    for field, t in (("out", out), ("lse", lse), ("dout", dout), ("dq", dq), ("dk", dk),
-                     ("dv", dv)):
-        put(p, field, t, field)
     p.deterministic = deterministic
     _call(lib, p, lib.fa_backward_workspace_size, lib.fa_backward, "flashattn backward",
           q.device, cuda)

@@ -57,7 +57,8 @@ def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
                return_attn_probs):
     # softmax_scale None -> 0.0, the C ABI's "1/sqrt(headdim)"; the same value reaches backward.
     scale = 0.0 if softmax_scale is None else float(softmax_scale)
-    window_left, window_right = (int(w) for w in window_size)
+    window_left, window_right = window_size
+    window_left, window_right = int(window_left), int(window_right)
     rng = draw_dropout_rng() if dropout_p > 0 else None
     args = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, float(dropout_p), scale,
             bool(causal), window_left, window_right, float(softcap))
