@@ -13,6 +13,7 @@
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
 #include "cuda/kernels/sm80/fwd_traits.h"
+#include "cuda/kernels/sm80/tile_ranges.h"
 
 namespace fa::cuda::sm80 {
 
@@ -78,28 +79,6 @@ template <int kMTiles>
 struct FwdState {
   float m[kMTiles][2];  // running max of the (raw or logit) scores
   float l[kMTiles][2];  // this thread's partial row sums of exp2; reduced over the quad at the end
-};
-
-// The keys this thread's first row (row_g) sees, in 32-bit key coordinates, for the masked
-// tiles and the ALiBi distance: the thread's rows row_g + dr (dr = 16 mt + 8 r) see keys
-// [begin + dr, min(end + dr, len_k)) on the diagonal diag + dr. 32 bits because the loop keeps
-// these live: the 64-bit Visibility and row index cost ~8 registers, enough to spill.
-// begin / end are clamped to [-kSlack, len_k + kSlack]: adding dr < kSlack to a clamped value
-// stays on the same side of [0, len_k], so clamping never changes a visible range.
-struct RowKeys {
-  static constexpr int kSlack = 64;
-  int begin, end, diag, len_k;
-
-  __device__ RowKeys(const Visibility& vis, int64_t row_g, int64_t len_k64) {
-    auto clamp = [&](int64_t x) {
-      return int(x < -kSlack ? -kSlack : (x > len_k64 + kSlack ? len_k64 + kSlack : x));
-    };
-    diag = int(row_g + vis.offset);
-    begin = vis.window_left < 0 ? -kSlack : clamp(row_g + vis.offset - vis.window_left);
-    end = vis.window_right < 0 ? int(len_k64) + kSlack
-                               : clamp(row_g + vis.offset + vis.window_right + 1);
-    len_k = int(len_k64);
-  }
 };
 
 // S (kRowsPerWarp, kBlockN) = Q·Kᵀ for one warp, in units: unit (ks, ntp) is k-step ks of
@@ -254,11 +233,8 @@ __device__ __forceinline__ void transform_mask(const Params& p, const RowKeys& r
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        // Visible keys of this row, relative to n0 and clamped to the tile: [lo, hi).
-        const int dr = 16 * mt + 8 * r;
-        const int end = rk.end + dr < rk.len_k ? rk.end + dr : rk.len_k;
-        const int lo = min(max(rk.begin + dr - n0, 0), T::kBlockN);
-        const int hi = min(max(end - n0, 0), T::kBlockN);
+        int lo, hi;  // visible keys of this row, relative to n0 and clamped to the tile
+        rk.tile_range(16 * mt + 8 * r, n0, T::kBlockN, &lo, &hi);
 #pragma unroll
         for (int nt = 0; nt < kNt; ++nt)
 #pragma unroll
@@ -330,31 +306,5 @@ __device__ __forceinline__ void softmax_update(float (&s)[T::kMTiles][T::kBlockN
       }
     }
 }
-
-// Which key tiles a warp must compute, and which of those need no mask, classified once per
-// block as tile-index ranges: per warp, not per block, because on a causal diagonal most warps'
-// rows see a key tile entirely or not at all, so only one or two of the four take the masked
-// path and the others run the unmasked one or skip the tile. The ranges are loop-invariant so
-// that each tile's branch costs two integer compares (testing the mask per tile in 64-bit
-// arithmetic sat on the loop's critical path, right after the barrier, and cost ~7% at d = 128).
-// Padding rows past len_q widen the warp's row range, which only makes both tests conservative.
-struct WarpTiles {
-  // Tile indices fit 32 bits (validation caps seqlen_k far below 2^31 tiles); 64-bit copies
-  // held for the whole loop pushed the d = 64 kernel into a spill.
-  int active_begin, active_end;  // tiles holding a key some row of the warp sees
-  int full_begin, full_end;      // tiles every row of the warp sees entirely (and < len_k)
-
-  __device__ WarpTiles(const Visibility& vis, int64_t row0, int rows, int64_t len_k, int block_n) {
-    // Rows see key ranges [begin(i), end(i)) with both bounds non-decreasing in i.
-    const int64_t any_begin = vis.key_begin(row0, len_k);
-    const int64_t any_end = vis.key_end(row0 + rows, len_k);
-    const int64_t all_begin = vis.key_begin(row0 + rows - 1, len_k);
-    const int64_t all_end = vis.key_end(row0 + 1, len_k);
-    active_begin = int(any_begin / block_n);
-    active_end = any_begin < any_end ? int((any_end + block_n - 1) / block_n) : active_begin;
-    full_begin = int((all_begin + block_n - 1) / block_n);
-    full_end = int(all_end / block_n);
-  }
-};
 
 }  // namespace fa::cuda::sm80

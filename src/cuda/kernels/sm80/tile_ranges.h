@@ -1,0 +1,71 @@
+// Which keys a warp's rows see, as the sm80 forward kernel classifies them: per-warp tile-index
+// ranges (WarpTiles: skip / unmasked / masked) and per-thread 32-bit row bounds (RowKeys: the
+// per-element mask of a masked tile). Integer math only, compiled for host and device so that
+// tests/test_tile_ranges.cpp checks it against Visibility::visible by brute force.
+#pragma once
+
+#include <cstdint>
+
+#include "common/host_device.h"
+#include "common/mask.h"
+
+namespace fa::cuda::sm80 {
+
+// The keys this thread's first row (row_g) sees, in 32-bit key coordinates, for the masked
+// tiles and the ALiBi distance: the thread's rows row_g + dr (dr = 16 mt + 8 r) see keys
+// [begin + dr, min(end + dr, len_k)) on the diagonal diag + dr. 32 bits because the loop keeps
+// these live: the 64-bit Visibility and row index cost ~8 registers, enough to spill.
+// begin / end are clamped to [-kSlack, len_k + kSlack]: adding dr < kSlack to a clamped value
+// stays on the same side of [0, len_k], so clamping never changes a visible range.
+struct RowKeys {
+  static constexpr int kSlack = 64;
+  int begin, end, diag, len_k;
+
+  FA_HOST_DEVICE RowKeys(const Visibility& vis, int64_t row_g, int64_t len_k64) {
+    auto clamp = [&](int64_t x) {
+      return int(x < -kSlack ? -kSlack : (x > len_k64 + kSlack ? len_k64 + kSlack : x));
+    };
+    diag = int(row_g + vis.offset);
+    begin = vis.window_left < 0 ? -kSlack : clamp(row_g + vis.offset - vis.window_left);
+    end = vis.window_right < 0 ? int(len_k64) + kSlack
+                               : clamp(row_g + vis.offset + vis.window_right + 1);
+    len_k = int(len_k64);
+  }
+
+  // Keys [lo, hi) of the tile [n0, n0 + block_n) that the thread's row row_g + dr sees, relative
+  // to n0 (0 <= lo, hi <= block_n; lo >= hi: none).
+  FA_HOST_DEVICE void tile_range(int dr, int n0, int block_n, int* lo, int* hi) const {
+    const int e = end + dr < len_k ? end + dr : len_k;
+    const int l = begin + dr - n0, h = e - n0;
+    *lo = l < 0 ? 0 : (l > block_n ? block_n : l);
+    *hi = h < 0 ? 0 : (h > block_n ? block_n : h);
+  }
+};
+
+// Which key tiles a warp must compute, and which of those need no mask, classified once per
+// block as tile-index ranges: per warp, not per block, because on a causal diagonal most warps'
+// rows see a key tile entirely or not at all, so only one or two of the four take the masked
+// path and the others run the unmasked one or skip the tile. The ranges are loop-invariant so
+// that each tile's branch costs two integer compares (testing the mask per tile in 64-bit
+// arithmetic sat on the loop's critical path, right after the barrier, and cost ~7% at d = 128).
+// Padding rows past len_q widen the warp's row range, which only makes both tests conservative.
+struct WarpTiles {
+  // Tile indices fit 32 bits (validation caps seqlen_k far below 2^31 tiles); 64-bit copies
+  // held for the whole loop pushed the d = 64 kernel into a spill.
+  int active_begin, active_end;  // tiles holding a key some row of the warp sees
+  int full_begin, full_end;      // tiles every row of the warp sees entirely (and < len_k)
+
+  FA_HOST_DEVICE WarpTiles(const Visibility& vis, int64_t row0, int rows, int64_t len_k, int block_n) {
+    // Rows see key ranges [begin(i), end(i)) with both bounds non-decreasing in i.
+    const int64_t any_begin = vis.key_begin(row0, len_k);
+    const int64_t any_end = vis.key_end(row0 + rows, len_k);
+    const int64_t all_begin = vis.key_begin(row0 + rows - 1, len_k);
+    const int64_t all_end = vis.key_end(row0 + 1, len_k);
+    active_begin = int(any_begin / block_n);
+    active_end = any_begin < any_end ? int((any_end + block_n - 1) / block_n) : active_begin;
+    full_begin = int((all_begin + block_n - 1) / block_n);
+    full_end = int(all_end / block_n);
+  }
+};
+
+}  // namespace fa::cuda::sm80

@@ -1,0 +1,88 @@
+// Host checks of the sm80 forward kernel's mask bookkeeping (src/cuda/kernels/sm80/tile_ranges.h)
+// against Visibility::visible by brute force, over lengths, windows and tile shapes:
+//   WarpTiles: a warp skips a key tile exactly when none of its rows sees a key of it, and runs it
+//              unmasked exactly when every row sees every key of it (and all of it is < len_k);
+//   RowKeys:   the per-row key range of a masked tile is exactly the visible keys.
+// Rows past len_q (a block's padding) belong to the warp's range, as in the kernel.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/mask.h"
+#include "cuda/kernels/sm80/tile_ranges.h"
+
+namespace fa::cuda::sm80 {
+namespace {
+
+struct Shape {
+  int64_t len_q, len_k, window_left, window_right;
+};
+
+std::string describe(const Shape& s, int rows, int block_n, int64_t row0, int64_t tile) {
+  return "len_q=" + std::to_string(s.len_q) + " len_k=" + std::to_string(s.len_k) +
+         " window=(" + std::to_string(s.window_left) + "," + std::to_string(s.window_right) +
+         ") rows=" + std::to_string(rows) + " block_n=" + std::to_string(block_n) +
+         " row0=" + std::to_string(row0) + " tile=" + std::to_string(tile);
+}
+
+std::vector<Shape> shapes() {
+  std::vector<Shape> out;
+  const int64_t lens[][2] = {{1, 1}, {37, 37}, {100, 260}, {260, 100}, {128, 128}, {5, 300}};
+  const int64_t windows[][2] = {{-1, -1}, {-1, 0}, {0, 0}, {7, 0}, {40, 3}, {-1, 9}, {3, -1}};
+  for (const auto& l : lens)
+    for (const auto& w : windows) out.push_back({l[0], l[1], w[0], w[1]});
+  return out;
+}
+
+TEST(TileRanges, WarpTilesMatchBruteForce) {
+  for (const Shape& s : shapes())
+    for (int rows : {16, 32})
+      for (int block_n : {32, 48, 64, 96}) {
+        const Visibility vis{s.len_k - s.len_q, s.window_left, s.window_right};
+        const int64_t tiles = (s.len_k + block_n - 1) / block_n;
+        for (int64_t row0 = 0; row0 < s.len_q; row0 += rows) {
+          const WarpTiles w(vis, row0, rows, s.len_k, block_n);
+          for (int64_t nb = 0; nb < tiles; ++nb) {
+            const int64_t n0 = nb * block_n, n1 = n0 + block_n;
+            bool any = false, all = n1 <= s.len_k;
+            for (int64_t i = row0; i < row0 + rows; ++i)
+              for (int64_t j = n0; j < n1; ++j) {
+                const bool seen = j < s.len_k && vis.visible(i, j);
+                any = any || seen;
+                all = all && seen;
+              }
+            const bool idle = nb < w.active_begin || nb >= w.active_end;
+            const bool masked = nb < w.full_begin || nb >= w.full_end;
+            ASSERT_EQ(idle, !any) << describe(s, rows, block_n, row0, nb);
+            ASSERT_EQ(masked, !all) << describe(s, rows, block_n, row0, nb);
+          }
+        }
+      }
+}
+
+TEST(TileRanges, RowKeysGiveExactlyTheVisibleKeysOfATile) {
+  for (const Shape& s : shapes())
+    for (int block_n : {32, 48, 64}) {
+      const Visibility vis{s.len_k - s.len_q, s.window_left, s.window_right};
+      for (int64_t row_g = 0; row_g < s.len_q; ++row_g) {
+        const RowKeys rk(vis, row_g, s.len_k);
+        for (int dr : {0, 8, 16, 24})
+          for (int n0 = 0; n0 < s.len_k; n0 += block_n) {
+            int lo = 0, hi = 0;
+            rk.tile_range(dr, n0, block_n, &lo, &hi);
+            for (int c = 0; c < block_n; ++c) {
+              const int64_t j = n0 + c;
+              const bool want = j < s.len_k && vis.visible(row_g + dr, j);
+              ASSERT_EQ(c >= lo && c < hi, want)
+                  << describe(s, 0, block_n, row_g + dr, n0 / block_n) << " key=" << j;
+            }
+          }
+        EXPECT_EQ(rk.diag, row_g + s.len_k - s.len_q);  // ALiBi's distance origin
+      }
+    }
+}
+
+}  // namespace
+}  // namespace fa::cuda::sm80
