@@ -133,7 +133,10 @@ fa_tensor make_tensor(void* data, fa_dtype t, std::vector<int64_t> shape, bool c
 struct Tensors {
   fa_params p;
   size_t bytes = 0;
-  std::vector<fa_tensor*> inputs;  // filled with random values
+  // The tensors filled with random values, as members of p: Tensors are copied into a vector of
+  // input sets, so raw pointers into p would dangle (they did: the rotated sets' fills read
+  // freed memory on the GPU, where more than one set is built).
+  std::vector<fa_tensor fa_params::*> inputs;
 
   // Builds params whose pointers come from `at(bytes)`; at may return fake pointers (query only).
   template <typename Alloc>
@@ -158,13 +161,13 @@ struct Tensors {
     t(p.v, c.dtype, {c.b, c.s_k, c.h_kv, c.d});
     t(p.out, c.dtype, {c.b, c.s_q, c.h, c.d});
     t(p.lse, FA_DTYPE_FP32, {c.b, c.h, c.s_q});
-    inputs = {&p.q, &p.k, &p.v};
+    inputs = {&fa_params::q, &fa_params::k, &fa_params::v};
     if (grads) {
       t(p.dout, c.dtype, {c.b, c.s_q, c.h, c.d});
       t(p.dq, c.dtype, {c.b, c.s_q, c.h, c.d});
       t(p.dk, c.dtype, {c.b, c.s_k, c.h_kv, c.d});
       t(p.dv, c.dtype, {c.b, c.s_k, c.h_kv, c.d});
-      inputs.push_back(&p.dout);
+      inputs.push_back(&fa_params::dout);
     }
     return ok;
   }
@@ -266,21 +269,28 @@ Row measure(const Config& c) {
   }
   r.peak_bytes = c.cuda ? int64_t(free_before) - int64_t(free_device_bytes())
                         : int64_t(probe.bytes + ws_bytes);
+  // More input sets, while they fit, until they cover twice the last-level cache the inputs could
+  // hide in: the GPU's L2, or on the CPU a fixed 32 MiB (the benchmark machines' L3 is smaller).
+  size_t cache = size_t(32) << 20;
 #ifdef FA_BENCH_CUDA
-  if (c.cuda) {  // more sets, while they fit, until they cover twice the L2
+  if (c.cuda) {
     int l2 = 0;
     cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0);
-    const size_t want = std::min<size_t>(kMaxInputSets, 1 + 2 * size_t(l2) / std::max<size_t>(probe.bytes, 1));
-    while (sets.size() < want && double(free_device_bytes()) > 2.0 * double(probe.bytes)) {
-      Tensors t;
-      if (!t.build(c, [&](size_t n) { return mem.alloc(n); })) break;
-      sets.push_back(t);
-    }
+    cache = size_t(l2);
   }
 #endif
+  const size_t want = std::min<size_t>(kMaxInputSets, 1 + 2 * cache / std::max<size_t>(probe.bytes, 1));
+  auto room = [&] {
+    return (c.cuda ? double(free_device_bytes()) : host_available_bytes()) > 2.0 * double(probe.bytes);
+  };
+  while (sets.size() < want && room()) {
+    Tensors t;
+    if (!t.build(c, [&](size_t n) { return mem.alloc(n); })) break;
+    sets.push_back(t);
+  }
   for (size_t s = 0; s < sets.size(); ++s)
     for (size_t i = 0; i < sets[s].inputs.size(); ++i) {
-      fa_tensor* t = sets[s].inputs[i];
+      const fa_tensor* t = &(sets[s].p.*sets[s].inputs[i]);
       size_t n = size_t(dtype_bytes(c.dtype));
       for (int k = 0; k < t->rank; ++k) n *= size_t(t->shape[k]);
       mem.fill_random(t->data, n, c.dtype, 7919 * (s * 5 + i));
