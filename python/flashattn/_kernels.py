@@ -88,7 +88,7 @@ def _fill_common(p, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, drop
         p.seed, p.offset = rng.tolist()
 
 
-_FA_OK, _FA_ERROR_WORKSPACE = 0, 16
+_FA_ERROR_WORKSPACE = 16  # fa_status: workspace NULL or smaller than needed
 
 
 def _call(lib, p, query, entry, what, device, cuda):
@@ -145,7 +145,7 @@ def _fill_common(p, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, drop
         p.seed, p.offset = rng.tolist()
 
 
-_FA_OK, _FA_ERROR_WORKSPACE = 0, 16
+_FA_ERROR_WORKSPACE = 16  # fa_status: workspace NULL or smaller than needed
 
 
 def _call(lib, p, query, entry, what, device, cuda):
