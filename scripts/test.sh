@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command: set-up, configure (CUDA parts when nvcc exists), build, run every test.
-# GPU tests skip (reported as skipped) when no CUDA device is present.
-#   scripts/test.sh [extra ctest args]
+# GPU tests skip (reported as skipped) when no CUDA device is present. With FA_TEST_SANITIZERS=1
+# (CI sets it) the CPU suite then runs a second time under AddressSanitizer + UBSan (the asan
+# preset): memory errors in the CPU backend, the validation and the tools fail the run.
+#   [FA_TEST_SANITIZERS=1] scripts/test.sh [extra ctest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -9,3 +11,8 @@ scripts/setup.sh
 cmake --preset default >/dev/null
 cmake --build --preset default -j "$FA_JOBS"
 ctest --preset default -j "$FA_JOBS" "$@"
+if [ "${FA_TEST_SANITIZERS:-0}" = 1 ]; then
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j "$FA_JOBS"
+  ctest --preset asan -j "$FA_JOBS" "$@"
+fi
