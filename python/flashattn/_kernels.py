@@ -11,7 +11,8 @@ import threading
 import torch
 
 from . import _library
-from ._params import FA_ERROR_DEVICE, FA_ERROR_RANK, new_params, put, put_options, put_run
+from ._params import (FA_ERROR_DEVICE, FA_ERROR_RANK, FA_ERROR_WORKSPACE, new_params, put,
+                      put_options, put_run)
 
 # CPU workspaces up to this size are kept per thread and reused: allocating and first-touching
 # ~50 KB per call costs microseconds of the overhead budget. Larger ones (long-sequence backward)
@@ -88,9 +89,6 @@ def _fill_common(p, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, drop
         p.seed, p.offset = rng.tolist()
 
 
-_FA_ERROR_WORKSPACE = 16  # fa_status: workspace NULL or smaller than needed
-
-
 def _call(lib, p, query, entry, what, device, cuda):
     """Runs entry (fa_forward / fa_backward) with a workspace.
 
@@ -104,7 +102,7 @@ def _call(lib, p, query, entry, what, device, cuda):
     if cuda:
         stream = _raw_stream(device.index)
         status = entry(pref, None, 0, stream)
-        if status != _FA_ERROR_WORKSPACE:
+        if status != FA_ERROR_WORKSPACE:
             _library.check(lib, status, what)
             return
     size = ctypes.c_size_t()
@@ -123,57 +121,6 @@ def _call(lib, p, query, entry, what, device, cuda):
     else:
         ws = torch.empty(nbytes, dtype=torch.uint8)
     _library.check(lib, entry(pref, ws.data_ptr() if nbytes else None, nbytes, None), what)
-
-
-_FWD_NAMES = ("q", "k", "v", "out", "lse")
-_BWD_NAMES = _FWD_NAMES + ("dout", "dq", "dk", "dv")
-
-
-def _fill_common(p, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
-                 softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, rng):
-    if cu_seqlens_q is not None:
-        put(p, "cu_seqlens_q", cu_seqlens_q, "cu_seqlens_q")
-    if cu_seqlens_k is not None:
-        put(p, "cu_seqlens_k", cu_seqlens_k, "cu_seqlens_k")
-    if alibi_slopes is not None:
-        put(p, "alibi_slopes", alibi_slopes, "alibi_slopes")
-    put_options(p, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right,
-                softcap)
-    if dropout_p:
-        p.dropout_p = dropout_p
-    if rng is not None:
-        p.seed, p.offset = rng.tolist()
-
-
-_FA_ERROR_WORKSPACE = 16  # fa_status: workspace NULL or smaller than needed
-
-
-def _call(lib, p, query, entry, what, device, cuda):
-    """Runs entry (fa_forward / fa_backward) with a workspace.
-
-    Optimistic first: the call goes out with what is at hand - no workspace on CUDA (the flash
-    forward needs none), this thread's cached block on the CPU - and the library refuses it with
-    FA_ERROR_WORKSPACE, before touching any output, when that is not enough. Only then is the
-    size queried and a block allocated. The common call thus validates its arguments once instead
-    of twice (the query re-runs the whole validation: ~2-3 us of the overhead budget)."""
-    pref = ctypes.byref(p)
-    stream = _raw_stream(device.index) if cuda else None
-    if cuda:
-        status = entry(pref, None, 0, stream)
-    else:
-        ws = getattr(_tls, "workspace", None)
-        if ws is None:
-            ws = _tls.workspace = torch.empty(_CPU_WORKSPACE_CACHE_BYTES, dtype=torch.uint8)
-        status = entry(pref, ws.data_ptr(), _CPU_WORKSPACE_CACHE_BYTES, stream)
-    if status != _FA_ERROR_WORKSPACE:
-        _library.check(lib, status, what)
-        return
-    size = ctypes.c_size_t()
-    _library.check(lib, query(pref, ctypes.byref(size)), what)
-    # uint8 so the byte count is the element count. On the GPU the block may be freed right
-    # after the launch: the caching allocator reuses it only in stream order.
-    ws = torch.empty(size.value, dtype=torch.uint8, device=device)
-    _library.check(lib, entry(pref, ws.data_ptr(), size.value, stream), what)
 
 
 def forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
