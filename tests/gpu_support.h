@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 
 #include "support.h"
@@ -56,6 +57,32 @@ class DeviceTensor {
   size_t bytes_;
   void* ptr_ = nullptr;
 };
+// Device copies of one problem's tensors (inputs copied, outputs and gradients poisoned) and
+// the params that point at them.
+struct DeviceProblem {
+  DeviceTensor q, k, v, out, lse, dout, dq, dk, dv;
+  std::unique_ptr<DeviceTensor> cu_q, cu_k, alibi;
+  fa_params p;
+
+  DeviceProblem(const Problem& pr, fa_backend backend)
+      : q(pr.q, false), k(pr.k, false), v(pr.v, false), out(pr.out, true), lse(pr.lse, true),
+        dout(pr.dout, false), dq(pr.dq, true), dk(pr.dk, true), dv(pr.dv, true) {
+    p = pr.params(backend, true);
+    p.q = q.view(); p.k = k.view(); p.v = v.view(); p.out = out.view(); p.lse = lse.view();
+    p.dout = dout.view(); p.dq = dq.view(); p.dk = dk.view(); p.dv = dv.view();
+    if (pr.c.varlen()) {
+      cu_q = std::make_unique<DeviceTensor>(pr.cu_q, false);
+      cu_k = std::make_unique<DeviceTensor>(pr.cu_k, false);
+      p.cu_seqlens_q = cu_q->view();
+      p.cu_seqlens_k = cu_k->view();
+    }
+    if (pr.c.alibi) {
+      alibi = std::make_unique<DeviceTensor>(pr.alibi, false);
+      p.alibi_slopes = alibi->view();
+    }
+  }
+};
+
 #endif
 
 }  // namespace fa::test

@@ -1,5 +1,6 @@
 #include "support.h"
 
+#include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cctype>
@@ -317,6 +318,14 @@ double max_abs(const std::vector<double>& a) {
   for (double x : a)
     if (std::isfinite(x)) m = std::max(m, std::fabs(x));
   return m;
+}
+
+void expect_rule(const char* what, const std::vector<double>& got, const std::vector<double>& ref,
+                 const std::vector<double>& naive, double factor, double atol) {
+  const double err = max_abs_diff(got, ref), base = max_abs_diff(naive, ref);
+  EXPECT_LE(err, factor * base + atol)
+      << what << ": error " << err << ", same-precision naive error " << base << ", |ref| max "
+      << max_abs(ref);
 }
 
 void run_forward(Problem& pr, fa_backend backend) {

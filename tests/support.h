@@ -98,6 +98,12 @@ Dense outputs(const Problem& pr, bool grads);
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b);
 double max_abs(const std::vector<double>& a);
 
+// FlashAttention's accuracy rule as a GoogleTest expectation:
+//   max |got - ref| <= factor * max |naive - ref| + atol
+// (factor 2 / atol 1e-5 for out and LSE, 3 / 1e-4 for gradients).
+void expect_rule(const char* what, const std::vector<double>& got, const std::vector<double>& ref,
+                 const std::vector<double>& naive, double factor, double atol);
+
 // Runs the public forward (and backward) on the problem with the given backend.
 void run_forward(Problem& pr, fa_backend backend);
 void run_backward(Problem& pr, fa_backend backend);

@@ -54,12 +54,6 @@ std::vector<Case> gpu_grid() {
   return cases;
 }
 
-void expect_rule(const char* what, const std::vector<double>& got, const std::vector<double>& ref,
-                 const std::vector<double>& naive, double factor, double atol) {
-  const double err = max_abs_diff(got, ref), base = max_abs_diff(naive, ref);
-  EXPECT_LE(err, factor * base + atol) << what << ": gpu error " << err << ", naive error " << base;
-}
-
 class Gpu : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Gpu, ForwardMatchesReference) {
@@ -67,25 +61,8 @@ TEST_P(Gpu, ForwardMatchesReference) {
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
 #ifdef FA_TEST_CUDA
   Problem pr(GetParam());
-  DeviceTensor q(pr.q, false), k(pr.k, false), v(pr.v, false), out(pr.out, true),
-      lse(pr.lse, true);
-  std::unique_ptr<DeviceTensor> cu_q, cu_k, alibi;
-  fa_params p = pr.params(FA_BACKEND_AUTO);
-  p.q = q.view();
-  p.k = k.view();
-  p.v = v.view();
-  p.out = out.view();
-  p.lse = lse.view();
-  if (pr.c.varlen()) {
-    cu_q = std::make_unique<DeviceTensor>(pr.cu_q, false);
-    cu_k = std::make_unique<DeviceTensor>(pr.cu_k, false);
-    p.cu_seqlens_q = cu_q->view();
-    p.cu_seqlens_k = cu_k->view();
-  }
-  if (pr.c.alibi) {
-    alibi = std::make_unique<DeviceTensor>(pr.alibi, false);
-    p.alibi_slopes = alibi->view();
-  }
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  const fa_params& p = dev.p;
   size_t bytes = 0;
   fa_status st = fa_forward_workspace_size(&p, &bytes);
   if (st == FA_ERROR_BACKEND) GTEST_SKIP() << fa_last_error();
@@ -98,8 +75,8 @@ TEST_P(Gpu, ForwardMatchesReference) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   cudaFree(ws);
   ASSERT_EQ(st, FA_OK) << fa_last_error();
-  out.copy_to(pr.out);
-  lse.copy_to(pr.lse);
+  dev.out.copy_to(pr.out);
+  dev.lse.copy_to(pr.lse);
   const Dense got = outputs(pr, false);
   const Dense ref = reference(pr, false, false);
   const Dense naive = reference(pr, true, false, /*round_p=*/true);
@@ -128,20 +105,8 @@ TEST(GpuBackward, UnsupportedFailsCleanlyFromAnyThread) {
   c.alibi = true;
   c.pad = 8;
   Problem pr(c);
-  DeviceTensor q(pr.q, false), k(pr.k, false), v(pr.v, false), out(pr.out, false),
-      lse(pr.lse, false), dout(pr.dout, false), alibi(pr.alibi, false);
-  DeviceTensor dq(pr.dq, true), dk(pr.dk, true), dv(pr.dv, true);
-  fa_params p = pr.params(FA_BACKEND_AUTO, true);
-  p.q = q.view();
-  p.k = k.view();
-  p.v = v.view();
-  p.out = out.view();
-  p.lse = lse.view();
-  p.dout = dout.view();
-  p.dq = dq.view();
-  p.dk = dk.view();
-  p.dv = dv.view();
-  p.alibi_slopes = alibi.view();
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  const fa_params& p = dev.p;
   auto attempt = [&p](fa_status* query, fa_status* call, std::string* message) {
     size_t bytes = 0;
     *query = fa_backward_workspace_size(&p, &bytes);
@@ -162,7 +127,7 @@ TEST(GpuBackward, UnsupportedFailsCleanlyFromAnyThread) {
   EXPECT_EQ(tc, FA_ERROR_BACKEND) << tmessage;
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::pair<const DeviceTensor*, HostTensor*> grads[] = {
-      {&dq, &pr.dq}, {&dk, &pr.dk}, {&dv, &pr.dv}};
+      {&dev.dq, &pr.dq}, {&dev.dk, &pr.dk}, {&dev.dv, &pr.dv}};
   for (const auto& [device, host] : grads) {  // still the 0xFF poison: nothing was written
     std::memset(host->data(), 0, host->storage_bytes());
     device->copy_to(*host);

@@ -52,37 +52,6 @@ std::vector<Case> vanilla_grid() {
 }
 
 #ifdef FA_TEST_CUDA
-void expect_rule(const char* what, const std::vector<double>& got, const std::vector<double>& ref,
-                 const std::vector<double>& naive, double factor, double atol) {
-  const double err = max_abs_diff(got, ref), base = max_abs_diff(naive, ref);
-  EXPECT_LE(err, factor * base + atol) << what << ": vanilla error " << err << ", naive error " << base;
-}
-
-// Device copies of one problem's tensors and the params that point at them.
-struct DeviceProblem {
-  DeviceTensor q, k, v, out, lse, dout, dq, dk, dv;
-  std::unique_ptr<DeviceTensor> cu_q, cu_k, alibi;
-  fa_params p;
-
-  explicit DeviceProblem(const Problem& pr)
-      : q(pr.q, false), k(pr.k, false), v(pr.v, false), out(pr.out, true), lse(pr.lse, true),
-        dout(pr.dout, false), dq(pr.dq, true), dk(pr.dk, true), dv(pr.dv, true) {
-    p = pr.params(FA_BACKEND_VANILLA, true);
-    p.q = q.view(); p.k = k.view(); p.v = v.view(); p.out = out.view(); p.lse = lse.view();
-    p.dout = dout.view(); p.dq = dq.view(); p.dk = dk.view(); p.dv = dv.view();
-    if (pr.c.varlen()) {
-      cu_q = std::make_unique<DeviceTensor>(pr.cu_q, false);
-      cu_k = std::make_unique<DeviceTensor>(pr.cu_k, false);
-      p.cu_seqlens_q = cu_q->view();
-      p.cu_seqlens_k = cu_k->view();
-    }
-    if (pr.c.alibi) {
-      alibi = std::make_unique<DeviceTensor>(pr.alibi, false);
-      p.alibi_slopes = alibi->view();
-    }
-  }
-};
-
 // Runs one pass with a workspace of exactly the queried size.
 void run_pass(const fa_params& p, bool backward) {
   size_t bytes = 0;
@@ -107,7 +76,7 @@ TEST_P(VanillaGpu, ForwardAndBackwardMatchReference) {
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
 #ifdef FA_TEST_CUDA
   Problem pr(GetParam());
-  DeviceProblem dev(pr);
+  DeviceProblem dev(pr, FA_BACKEND_VANILLA);
   run_pass(dev.p, false);
   if (HasFatalFailure()) return;
   run_pass(dev.p, true);  // reads the GPU forward's out and lse
@@ -148,7 +117,7 @@ TEST(VanillaGpuWorkspace, ReportsScoreMatricesAndRefusesLess) {
   c.seqlen_k = 500;
   c.head_dim = 64;
   Problem pr(c);
-  DeviceProblem dev(pr);
+  DeviceProblem dev(pr, FA_BACKEND_VANILLA);
   size_t fwd = 0, bwd = 0;
   ASSERT_EQ(fa_forward_workspace_size(&dev.p, &fwd), FA_OK) << fa_last_error();
   ASSERT_EQ(fa_backward_workspace_size(&dev.p, &bwd), FA_OK) << fa_last_error();
