@@ -4,32 +4,14 @@ Used by the GPU benchmark to call the library exactly as a C program would. The 
 checked against the library's own sizeof(fa_params) at load time."""
 import ctypes
 import os
+import sys
+
+# The struct mirror is the Python package's (python/flashattn/_params.py), one definition for both.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+from flashattn._params import FaDevice, FaParams, FaTensor  # noqa: E402,F401
 
 FA_DEVICE_CPU, FA_DEVICE_CUDA = 0, 1
 FA_DTYPE = {"float32": 0, "float16": 1, "bfloat16": 2}
-
-
-class FaDevice(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int32), ("index", ctypes.c_int32)]
-
-
-class FaTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int32), ("rank", ctypes.c_int32),
-                ("shape", ctypes.c_int64 * 4), ("stride", ctypes.c_int64 * 4),
-                ("device", FaDevice)]
-
-
-class FaParams(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_size_t), ("backend", ctypes.c_int32),
-                ("q", FaTensor), ("k", FaTensor), ("v", FaTensor), ("out", FaTensor),
-                ("lse", FaTensor), ("dout", FaTensor), ("dq", FaTensor), ("dk", FaTensor),
-                ("dv", FaTensor), ("cu_seqlens_q", FaTensor), ("cu_seqlens_k", FaTensor),
-                ("max_seqlen_q", ctypes.c_int64), ("max_seqlen_k", ctypes.c_int64),
-                ("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int32),
-                ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
-                ("softcap", ctypes.c_float), ("alibi_slopes", FaTensor),
-                ("dropout_p", ctypes.c_float), ("seed", ctypes.c_uint64),
-                ("offset", ctypes.c_uint64), ("deterministic", ctypes.c_int32)]
 
 
 def load(path=None):
