@@ -8,7 +8,7 @@ import sys
 
 # The struct mirror is the Python package's (python/flashattn/_params.py), one definition for both.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from flashattn._params import FaDevice, FaParams, FaTensor  # noqa: E402,F401
+from flashattn._params import FaParams, FaTensor  # noqa: E402
 
 FA_DEVICE_CPU, FA_DEVICE_CUDA = 0, 1
 FA_DTYPE = {"float32": 0, "float16": 1, "bfloat16": 2}

@@ -12,10 +12,7 @@ TFLOP/s = 4 b h s^2 d (halved for causal) / median time; CUDA events, warm-up, m
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -23,36 +20,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fa_ctypes  # noqa: E402
+from gpu_common import ceilings, record_header, time_fn  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def time_fn(fns, repeats, warmup=5):
-    """Median ms of fns[i % len(fns)]() over `repeats` runs, CUDA events around each."""
-    for i in range(warmup):
-        fns[i % len(fns)]()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-    for i in range(repeats):
-        starts[i].record()
-        fns[i % len(fns)]()
-        ends[i].record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
 
-
-def ceilings():
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    ms = time_fn([lambda: a @ b], 10)
-    gemm = 2 * 8192**3 / ms * 1e-9
-    x = torch.empty(2 * 1024**3, device="cuda", dtype=torch.uint8)
-    y = torch.empty_like(x)
-    ms = time_fn([lambda: y.copy_(x)], 10)
-    copy_tb_s = 2 * x.numel() / ms * 1e-9  # bytes read + written, per ms -> TB/s
-    del a, b, x, y
-    return {"bf16_gemm_tflops": round(gemm, 1), "copy_tb_s": round(copy_tb_s, 3)}
 
 
 def main():
@@ -117,13 +90,7 @@ def main():
                           f" err={err:.2e}", file=sys.stderr)
                     del sets
     torch.cuda.empty_cache()
-    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                            capture_output=True, text=True).stdout.strip()
-    record = {"gpu": torch.cuda.get_device_name(), "driver": driver, "cuda": torch.version.cuda,
-              "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-              "commit": args.commit, "library": lib.fa_build_info().decode(),
-              "command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
-              "ceilings": ceil, "rows": rows}
+    record = dict(record_header(lib, args.commit, ceil), rows=rows)
     with open(args.json, "w") as f:
         json.dump(record, f, indent=1)
     # Short table last: TFLOP/s and ratios, ours / baseline.

@@ -17,10 +17,7 @@ that cannot run a cell (unsupported, out of memory) gets a row with status and n
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +25,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fa_ctypes  # noqa: E402
+from gpu_common import ceilings, record_header, time_fn  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 TORCH = {"torch-fa2": SDPBackend.FLASH_ATTENTION, "torch-cudnn": SDPBackend.CUDNN_ATTENTION,
@@ -36,30 +34,7 @@ OURS = {"flashattn": 0, "vanilla": 3}  # fa_backend: AUTO, VANILLA
 L2_BYTES = 60 * 2**20
 
 
-def time_fn(fns, repeats, warmup=3):
-    for i in range(warmup):
-        fns[i % len(fns)]()
-    torch.cuda.synchronize()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-          for _ in range(repeats)]
-    for i, (a, b) in enumerate(ev):
-        a.record()
-        fns[i % len(fns)]()
-        b.record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in ev)
 
-
-def ceilings():
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn_like(a)
-    gemm = 2 * 8192**3 / time_fn([lambda: a @ b], 10) * 1e-9
-    x = torch.empty(2 * 1024**3, device="cuda", dtype=torch.uint8)
-    y = torch.empty_like(x)
-    copy = 2 * x.numel() / time_fn([lambda: y.copy_(x)], 10) * 1e-9
-    del a, b, x, y
-    torch.cuda.empty_cache()
-    return {"bf16_gemm_tflops": round(gemm, 1), "copy_tb_s": round(copy, 3)}
 
 
 class Cell:
@@ -141,7 +116,7 @@ def measure(make_fns, sets, repeats):
         drop_buffers(sets)
         torch.cuda.empty_cache()
         fns = make_fns(sets)
-        ms = time_fn(fns, repeats)
+        ms = time_fn(fns, repeats, warmup=3)
         return ms, peak, "ok"
     except torch.OutOfMemoryError:
         return None, None, "oom"
@@ -196,7 +171,7 @@ def main():
                     res = {}
                     for be in backends:
                         if be in ("vanilla", "torch-math") and s > args.math_max_seqlen:
-                            res[be] = (None, None, f"skipped: seqlen > --math-max-seqlen")
+                            res[be] = (None, None, "skipped: seqlen > --math-max-seqlen")
                         elif be in OURS:
                             res[be] = measure(lambda sets: our_fns(lib, sets, be, op, causal, stream),
                                               cell.sets, args.repeats)
@@ -222,16 +197,10 @@ def main():
                         for k, v in res.items()), file=sys.stderr)
                     del cell
                     torch.cuda.empty_cache()
-    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                            capture_output=True, text=True).stdout.strip()
-    record = {"gpu": torch.cuda.get_device_name(), "driver": driver, "cuda": torch.version.cuda,
-              "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-              "commit": args.commit, "library": lib.fa_build_info().decode(),
-              "command": " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"),
-              "ceilings": ceil, "rows": rows,
-              "ratios_note": "speed_ratio = baseline ms / ours ms (>1: ours faster); "
-                             "memory_ratio = ours peak / baseline peak",
-              "ratios": ratios}
+    record = dict(record_header(lib, args.commit, ceil), rows=rows,
+                  ratios_note="speed_ratio = baseline ms / ours ms (>1: ours faster); "
+                              "memory_ratio = ours peak / baseline peak",
+                  ratios=ratios)
     with open(args.json, "w") as f:
         json.dump(record, f, indent=1)
     print(f"wrote {args.json}: {len(rows)} rows, {len(ratios)} ratios", file=sys.stderr)
