@@ -35,6 +35,23 @@ def series(rows, key):
     return out
 
 
+def log_axes(ax, title):
+    """Log-log axes over sequence length, as the memory and compare charts draw them."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend()
+
+
+def save(fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def plot_tflops(rec, op, dtype, path):
     rows = ok_rows(rec, op, dtype)
     dims = sorted({r["d"] for r in rows})
@@ -73,17 +90,9 @@ def plot_memory(rec, op, dtype, path):
     for be, (xs, ys) in series([r for r in rows if r["d"] == d and r["causal"] == c],
                                "peak_bytes").items():
         ax.plot(xs, [y / 2**20 for y in ys], marker="o", label=be)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("sequence length")
     ax.set_ylabel("peak memory (MiB)")
-    ax.set_title(f"{op} peak memory, d={d} {'causal' if c else 'non-causal'}")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    log_axes(ax, f"{op} peak memory, d={d} {'causal' if c else 'non-causal'}")
+    return save(fig, path)
 
 
 def plot_speedup(rec, path):
@@ -97,18 +106,9 @@ def plot_speedup(rec, path):
                 marker="o", label=op)
         a2.plot([c["s"] for c in cs if c["memory_ratio"]],
                 [c["memory_ratio"] for c in cs if c["memory_ratio"]], marker="o", label=op)
-    for ax, title in ((a1, "speed-up: vanilla time / flash time"),
-                      (a2, "memory ratio: vanilla peak / flash peak")):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("sequence length")
-        ax.set_title(title)
-        ax.grid(alpha=0.3, which="both")
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    log_axes(a1, "speed-up: vanilla time / flash time")
+    log_axes(a2, "memory ratio: vanilla peak / flash peak")
+    return save(fig, path)
 
 
 def main():
