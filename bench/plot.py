@@ -74,10 +74,7 @@ def plot_tflops(rec, op, dtype, path):
     for ax in axes[-1]:
         ax.set_xlabel("sequence length")
     fig.suptitle(f"{rec.get('gpu', '')} {dtype or ''}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return save(fig, path)
 
 
 def plot_memory(rec, op, dtype, path):
