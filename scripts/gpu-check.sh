@@ -46,7 +46,7 @@ summary+=("sanitizer: $(grep -E '^rc=|ERROR SUMMARY|RACECHECK SUMMARY' "$out/san
 # Python binding on CUDA tensors (python/tests), when this machine's python has torch + pytest.
 t0=$(date +%s)
 if python3 -c "import torch, pytest" 2>/dev/null; then
-  FA_LIBRARY=$PWD/build-gpu/libflashattn.so python3 -m pytest -q -rsx -p no:cacheprovider python/tests \
+  FA_LIBRARY=$PWD/build-gpu/libflashattn.so python3 -m pytest -v -rsx -p no:cacheprovider python/tests \
     > "$out/python-tests.log" 2>&1
   summary+=("python tests: rc=$? $(tail -1 "$out/python-tests.log") $(( $(date +%s) - t0 ))s")
   FA_LIBRARY=$PWD/build-gpu/libflashattn.so python3 bench/python_overhead.py --device cuda --limit-us 15 \

@@ -229,7 +229,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   }
   cp_async_wait<0>();
 
-  // Epilogue: finish the row sums over the quad, normalise, store O and LSE.
+  // Epilogue: finish the row sums over the quad, normalise, write LSE, and stage O (16-bit)
+  // in this warp's own rows of the Q tile - rows no other warp reads - so that it leaves in
+  // 16-byte, row-contiguous stores instead of 4-byte ones spread over 8 rows per instruction.
 #pragma unroll
   for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
@@ -237,23 +239,32 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
       float l = st.l[mt][r];
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const int64_t row = row_g + 16 * mt + 8 * r;
-      if (row >= sq.len_q) continue;
       const bool empty = l == 0.f;  // no visible key: O = 0, LSE = -inf
       const float inv = empty ? 0.f : 1.f / l;
-      uint16_t* out = p.out.at<uint16_t>(b, sq.q_start + row, h);
+      const int local = warp * T::kRowsPerWarp + 16 * mt + 8 * r + g;  // row in the block
 #pragma unroll
-      for (int nd = 0; nd < T::kHeadDim / 8; ++nd) {
-        const int col = nd * 8 + 2 * t;
-        if (col < d)
-          *reinterpret_cast<uint32_t*>(out + col) =
-              pack2<Tag>(o[mt][nd][2 * r] * inv, o[mt][nd][2 * r + 1] * inv);
-      }
+      for (int nd = 0; nd < T::kHeadDim / 8; ++nd)
+        *reinterpret_cast<uint32_t*>(sQ + QTile::offset(local, nd * 8 + 2 * t)) =
+            pack2<Tag>(o[mt][nd][2 * r] * inv, o[mt][nd][2 * r + 1] * inv);
+      const int64_t row = m0 + local;
       // LSE = max logit + ln(l), the max in natural units (scale applied unless logits already
       // are): exact where going through log2 units would lose ~|m| * 2^-23 twice.
       const float m_nat = transform ? st.m[mt][r] : st.m[mt][r] * p.softmax_scale;
-      if (t == 0) p.lse.at(b, h, sq.q_start + row) = empty ? kNegInf : m_nat + logf(l);
+      if (t == 0 && row < sq.len_q)
+        p.lse.at(b, h, sq.q_start + row) = empty ? kNegInf : m_nat + logf(l);
     }
+  __syncwarp();
+  constexpr int kChunksPerRow = T::kHeadDim / 8;  // 16-byte chunks
+  constexpr int kChunks = T::kRowsPerWarp * kChunksPerRow;
+  const int chunks_used = d / 8;                  // head_dim may be below the instantiation's
+#pragma unroll
+  for (int c = lane; c < kChunks; c += 32) {
+    const int local = warp * T::kRowsPerWarp + c / kChunksPerRow, chunk = c % kChunksPerRow;
+    const int64_t row = m0 + local;
+    if (row < sq.len_q && chunk < chunks_used)
+      *reinterpret_cast<uint4*>(p.out.at<uint16_t>(b, sq.q_start + row, h) + chunk * 8) =
+          *reinterpret_cast<const uint4*>(sQ + QTile::offset(local, chunk * 8));
+  }
 }
 
 }  // namespace fa::cuda::sm80
