@@ -228,6 +228,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
     }
   }
   cp_async_wait<0>();
+  // The Q tile is loaded by every thread of the block, not by each warp for its own rows, and
+  // the wait above covers only this thread's copies. With key tiles, a barrier of the loop
+  // ordered every Q copy before this point; a block without any (every row masked) needs its
+  // own, or another thread's late Q copy lands on top of the O staged below. n_begin and n_end
+  // depend only on the block, so the barrier is uniform.
+  if (n_begin == n_end) __syncthreads();
 
   // Epilogue: finish the row sums over the quad, normalise, write LSE, and stage O (16-bit)
   // in this warp's own rows of the Q tile - rows no other warp reads - so that it leaves in
