@@ -21,14 +21,14 @@ static void say(void* addr, const char* what) {
                  info.dli_sname ? info.dli_sname : "?");
   else
     n = snprintf(line, sizeof line, "  %s %p (no library)\n", what, addr);
-  if (n > 0) write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+  if (n > 0) (void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
 static void on_segv(int sig, siginfo_t* si, void* context) {
   const ucontext_t* uc = (const ucontext_t*)context;
   char line[128];
   int n = snprintf(line, sizeof line, "segv_trace: signal %d at address %p\n", sig, si->si_addr);
-  write(2, line, (size_t)n);
+  (void)!write(2, line, (size_t)n);
   say((void*)uc->uc_mcontext.gregs[REG_RIP], "ip");
   void* frames[48];
   int k = backtrace(frames, 48);
@@ -36,12 +36,22 @@ static void on_segv(int sig, siginfo_t* si, void* context) {
   _exit(139);
 }
 
-__attribute__((constructor)) static void install(void) {
+/* Installs the handler (again): callable late, e.g. before each test from dev/segv_plugin.py,
+ * in case something loaded after this library replaced it. Says once whose handler it replaced. */
+void segv_trace_install(void) {
   static char stack[1 << 16];
+  static int told = 0;
   stack_t ss = {.ss_sp = stack, .ss_size = sizeof stack, .ss_flags = 0};
   sigaltstack(&ss, NULL);
-  struct sigaction sa = {0};
+  struct sigaction sa = {0}, old;
   sa.sa_sigaction = on_segv;
   sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-  sigaction(SIGSEGV, &sa, NULL);
+  sigaction(SIGSEGV, &sa, &old);
+  void* prev = (old.sa_flags & SA_SIGINFO) ? (void*)old.sa_sigaction : (void*)old.sa_handler;
+  if (prev != (void*)on_segv && prev != (void*)SIG_DFL && !told) {
+    told = 1;
+    say(prev, "segv_trace: replaced a SIGSEGV handler at");
+  }
 }
+
+__attribute__((constructor)) static void install_at_load(void) { segv_trace_install(); }

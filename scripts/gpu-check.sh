@@ -36,13 +36,13 @@ summary+=("gpu tests: rc=$rc, $(grep -cE '^\[ +OK' "$out/gpu-tests.log") ok, $(g
 t0=$(date +%s)
 {
   echo "== memcheck"; compute-sanitizer --tool memcheck --error-exitcode 9 \
-    ./build-gpu/tests/fa_tests --gtest_filter='*Gpu*s113x203*' 2>&1 | tail -15
-  echo "rc=${PIPESTATUS[0]}"
+    ./build-gpu/tests/fa_tests --gtest_filter='*Gpu*s113x203*' > "$out/memcheck.log" 2>&1
+  echo "rc=$?"
   echo "== racecheck"; compute-sanitizer --tool racecheck --error-exitcode 9 \
-    ./build-gpu/tests/fa_tests --gtest_filter='*Gpu*_d64_*s113x203*:*Gpu*s113x203*_d64*:Grid/Gpu*s799x3*' 2>&1 | tail -15
-  echo "rc=${PIPESTATUS[0]}"
+    ./build-gpu/tests/fa_tests --gtest_filter='*Gpu*_d64_*s113x203*:*Gpu*s113x203*_d64*:Grid/Gpu*s799x3*' > "$out/racecheck.log" 2>&1
+  echo "rc=$?"
 } > "$out/sanitizer.log" 2>&1
-summary+=("sanitizer: $(grep -E '^rc=|ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer.log" | tr '\n' ' ') $(( $(date +%s) - t0 ))s")
+summary+=("sanitizer: $(cat "$out/sanitizer.log" <(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/memcheck.log" "$out/racecheck.log") | grep -E '^rc=|SUMMARY' | tr '\n' ' ') $(( $(date +%s) - t0 ))s")
 
 # Python binding on CUDA tensors (python/tests), when this machine's python has torch + pytest.
 t0=$(date +%s)
@@ -64,6 +64,8 @@ summary+=("bench: rc=$? in $(( $(date +%s) - t0 ))s")
 
 echo "---- failures (first 30 lines)"
 grep -E "Failure|error|FAILED" "$out/gpu-tests.log" | head -30
+echo "---- sanitizer reports (first 30 lines)"
+grep -hE "^========= (Error|Warning|    )" "$out/memcheck.log" "$out/racecheck.log" | head -30
 echo "---- registers / spills"
 grep -E "registers|spill" "$out/build.log" | grep -v "0 bytes spill" | head -8
 echo "---- benchmark"

@@ -14,7 +14,7 @@ import tempfile
 
 BIN = sys.argv[1]
 ROW_KEYS = {"op", "dtype", "d", "causal", "b", "h", "s_q", "s_k", "backend", "ms", "tflops",
-            "peak_bytes", "h_kv", "device", "status"}
+            "peak_bytes", "input_bytes", "h_kv", "device", "status"}
 TOP_KEYS = {"gpu", "driver", "cuda", "torch", "cudnn", "commit", "command", "ceilings", "rows"}
 FLAGS = {
     "run": ["--backend", "--op", "--dtype", "--batch", "--heads", "--kv-heads", "--seqlen",
@@ -128,8 +128,15 @@ with tempfile.TemporaryDirectory() as tmp:
         for line in rec["compare"]:
             v, f = rows[("vanilla", line["s"])], rows[("flashattn", line["s"])]
             check(abs(line["speedup"] - v["ms"] / f["ms"]) <= 1e-4 * line["speedup"], f"speedup {line}")
-            check(abs(line["memory_ratio"] - v["peak_bytes"] / f["peak_bytes"]) <= 1e-4 * line["memory_ratio"],
+            call = lambda r: r["peak_bytes"] - r["input_bytes"]  # noqa: E731
+            check(0 < f["input_bytes"] < f["peak_bytes"] and v["input_bytes"] == f["input_bytes"],
+                  f"input bytes: the same q, k, v for both, part of the peak: {v} {f}")
+            check(abs(line["memory_ratio"] - call(v) / call(f)) <= 1e-4 * line["memory_ratio"],
                   f"memory ratio {line}")
+            check(abs(line["peak_ratio"] - v["peak_bytes"] / f["peak_bytes"]) <= 1e-4 * line["peak_ratio"],
+                  f"peak ratio {line}")
+            lo, hi = sorted((1.0, line["memory_ratio"]))
+            check(lo <= line["peak_ratio"] <= hi, f"shared inputs pull the peak ratio toward 1 {line}")
         # The reference's score matrices grow with s^2, flash's memory linearly.
         check(rec["compare"][1]["memory_ratio"] > rec["compare"][0]["memory_ratio"],
               "compare: memory ratio grows with seqlen")

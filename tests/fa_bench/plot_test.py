@@ -22,7 +22,8 @@ for be, scale in (("flashattn", 1.0), ("vanilla", 3.0)):
                 ms = scale * s * s * d * 1e-9
                 rows.append({"op": "fwd", "dtype": "bf16", "d": d, "causal": causal, "b": 1, "h": 16,
                              "s_q": s, "s_k": s, "backend": be, "status": "ok", "ms": ms,
-                             "tflops": 4 * 16 * s * s * d / ms * 1e-9, "peak_bytes": int(scale * s * s)})
+                             "tflops": 4 * 16 * s * s * d / ms * 1e-9, "peak_bytes": int(scale * s * s) + 3 * s * 16 * d,
+                             "input_bytes": 3 * s * 16 * d})
 rows.append({"op": "fwd", "dtype": "bf16", "d": 64, "causal": False, "b": 1, "h": 16, "s_q": 4096,
              "s_k": 4096, "backend": "vanilla", "status": "oom: test", "ms": None, "tflops": None,
              "peak_bytes": None})

@@ -111,19 +111,38 @@ TEST(FaBenchRecord, RowsThatDidNotRunHaveNullFigures) {
   ok.backend = "flashattn";
   ok.ms = 1.5;
   ok.peak_bytes = 1000;
+  ok.input_bytes = 600;
   oom.backend = "vanilla";
   oom.status = "oom: needs \"lots\", 1 free";
   rec.rows = {ok, oom};
   const std::string j = to_json(rec);
   EXPECT_NE(j.find("\"ms\": 1.5"), std::string::npos) << j;
   EXPECT_NE(j.find("\"ms\": null"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"input_bytes\": 600"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"input_bytes\": null"), std::string::npos) << j;
   EXPECT_NE(j.find("oom: needs \\\"lots\\\""), std::string::npos) << j;  // escaped
   const std::string csv = to_csv(rec.rows);
   EXPECT_NE(csv.find("oom: needs ;lots;; 1 free"), std::string::npos) << csv;  // no comma left
   size_t lines = 0;
   for (size_t at = 0, nl; (nl = csv.find('\n', at)) != std::string::npos; at = nl + 1, ++lines)
-    EXPECT_EQ(std::count(csv.begin() + long(at), csv.begin() + long(nl), ','), 14) << csv;
+    EXPECT_EQ(std::count(csv.begin() + long(at), csv.begin() + long(nl), ','), 15) << csv;
   EXPECT_EQ(lines, 3u);  // header + two rows
+}
+
+TEST(FaBenchRecord, MemoryRatioCountsWhatTheCallAddsToItsInputs) {
+  Row flash, vanilla;
+  flash.peak_bytes = 300;  // 200 of inputs + 100 of output
+  flash.input_bytes = 200;
+  vanilla.peak_bytes = 1200;  // the same inputs + 1000 of scores and output
+  vanilla.input_bytes = 200;
+  CompareLine line;
+  line.flash = &flash;
+  line.vanilla = &vanilla;
+  EXPECT_DOUBLE_EQ(line.memory_ratio(), 10.0);
+  EXPECT_DOUBLE_EQ(line.peak_ratio(), 4.0);
+  vanilla.status = "oom: test";
+  EXPECT_EQ(line.memory_ratio(), 0.0);
+  EXPECT_EQ(line.peak_ratio(), 0.0);
 }
 
 }  // namespace

@@ -32,9 +32,9 @@ void save(const Record& rec, const Output& o) {
 }
 
 void print_header() {
-  std::printf("%-7s %-5s %4s %-6s %5s %4s %4s %7s %7s %-9s %10s %9s %12s  %s\n", "op", "dtype",
-              "d", "causal", "b", "h", "h_kv", "s_q", "s_k", "backend", "ms", "TFLOP/s",
-              "peak MiB", "status");
+  std::printf("%-7s %-5s %4s %-6s %5s %4s %4s %7s %7s %-9s %10s %9s %12s %12s  %s\n", "op",
+              "dtype", "d", "causal", "b", "h", "h_kv", "s_q", "s_k", "backend", "ms", "TFLOP/s",
+              "peak MiB", "call MiB", "status");
 }
 
 void print_row(const Row& r) {
@@ -43,9 +43,10 @@ void print_row(const Row& r) {
               (long long)r.h, (long long)r.h_kv, (long long)r.s_q, (long long)r.s_k,
               r.backend.c_str());
   if (r.ran())
-    std::printf("%10.3f %9.2f %12.1f  ok\n", r.ms, r.tflops, double(r.peak_bytes) / kMiB);
+    std::printf("%10.3f %9.2f %12.1f %12.1f  ok\n", r.ms, r.tflops, double(r.peak_bytes) / kMiB,
+                double(r.call_bytes()) / kMiB);
   else
-    std::printf("%10s %9s %12s  %s\n", "-", "-", "-", r.status.c_str());
+    std::printf("%10s %9s %12s %12s  %s\n", "-", "-", "-", "-", r.status.c_str());
   std::fflush(stdout);
 }
 
@@ -126,18 +127,22 @@ int cmd_compare(const CompareArgs& a, const Timing& t, const Output& o) {
   std::printf("standard (vanilla) vs FlashAttention: %s, b=%lld, h=%lld, d=%lld, %s, %s\n",
               dtype_name(a.dtype), (long long)a.b, (long long)a.h, (long long)a.d,
               a.causal ? "causal" : "non-causal", t.cuda ? "GPU" : "CPU");
-  std::printf("%-7s %7s %12s %12s %9s %14s %14s %9s  %s\n", "op", "seqlen", "vanilla ms",
-              "flash ms", "speed-up", "vanilla MiB", "flash MiB", "mem ratio", "note");
+  // Memory: what each call needs beyond its inputs (outputs, LSE, workspace; FlashAttention's
+  // convention), and the ratio with the inputs counted too.
+  std::printf("%-7s %7s %12s %12s %9s %14s %14s %9s %10s  %s\n", "op", "seqlen", "vanilla ms",
+              "flash ms", "speed-up", "vanilla MiB", "flash MiB", "mem ratio", "peak ratio",
+              "note");
   for (const CompareLine& c : rec.compare) {
     std::printf("%-7s %7lld ", c.op.c_str(), (long long)c.s);
     auto ms = [](const Row* r) { return r->ran() ? std::to_string(r->ms).substr(0, 10) : std::string("-"); };
     auto mib = [](const Row* r) {
-      return r->ran() ? std::to_string(double(r->peak_bytes) / kMiB).substr(0, 12) : std::string("-");
+      return r->ran() ? std::to_string(double(r->call_bytes()) / kMiB).substr(0, 12) : std::string("-");
     };
     std::printf("%12s %12s ", ms(c.vanilla).c_str(), ms(c.flash).c_str());
     c.speedup() > 0 ? std::printf("%8.2fx ", c.speedup()) : std::printf("%9s ", "-");
     std::printf("%14s %14s ", mib(c.vanilla).c_str(), mib(c.flash).c_str());
     c.memory_ratio() > 0 ? std::printf("%8.1fx ", c.memory_ratio()) : std::printf("%9s ", "-");
+    c.peak_ratio() > 0 ? std::printf("%9.1fx ", c.peak_ratio()) : std::printf("%10s ", "-");
     std::string note;
     if (!c.vanilla->ran()) note += "vanilla " + c.vanilla->status;
     if (!c.flash->ran()) note += (note.empty() ? "" : "; ") + std::string("flash ") + c.flash->status;

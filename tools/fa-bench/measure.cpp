@@ -132,15 +132,17 @@ fa_tensor make_tensor(void* data, fa_dtype t, std::vector<int64_t> shape, bool c
 // The tensors of one attention call, as (role, shape, dtype) and their bytes.
 struct Tensors {
   fa_params p;
-  size_t bytes = 0;
+  size_t bytes = 0;        // every tensor
+  size_t input_bytes = 0;  // q, k, v (and dout): what the caller already holds
   // The tensors filled with random values, as members of p: Tensors are copied into a vector of
   // input sets, so raw pointers into p would dangle (they did: the rotated sets' fills read
   // freed memory on the GPU, where more than one set is built).
   std::vector<fa_tensor fa_params::*> inputs;
 
   // Builds params whose pointers come from `at(bytes)`; at may return fake pointers (query only).
-  template <typename Alloc>
-  bool build(const Config& c, Alloc at) {
+  // The inputs are allocated first, then `after_inputs()` runs, then the outputs and gradients.
+  template <typename Alloc, typename AfterInputs = void (*)()>
+  bool build(const Config& c, Alloc at, AfterInputs after_inputs = [] {}) {
     fa_params_init(&p);
     p.backend = c.backend == "vanilla" ? FA_BACKEND_VANILLA : FA_BACKEND_AUTO;
     p.causal = c.causal;
@@ -159,15 +161,19 @@ struct Tensors {
     t(p.q, c.dtype, {c.b, c.s_q, c.h, c.d});
     t(p.k, c.dtype, {c.b, c.s_k, c.h_kv, c.d});
     t(p.v, c.dtype, {c.b, c.s_k, c.h_kv, c.d});
-    t(p.out, c.dtype, {c.b, c.s_q, c.h, c.d});
-    t(p.lse, FA_DTYPE_FP32, {c.b, c.h, c.s_q});
     inputs = {&fa_params::q, &fa_params::k, &fa_params::v};
     if (grads) {
       t(p.dout, c.dtype, {c.b, c.s_q, c.h, c.d});
+      inputs.push_back(&fa_params::dout);
+    }
+    input_bytes = bytes;
+    after_inputs();
+    t(p.out, c.dtype, {c.b, c.s_q, c.h, c.d});
+    t(p.lse, FA_DTYPE_FP32, {c.b, c.h, c.s_q});
+    if (grads) {
       t(p.dq, c.dtype, {c.b, c.s_q, c.h, c.d});
       t(p.dk, c.dtype, {c.b, c.s_k, c.h_kv, c.d});
       t(p.dv, c.dtype, {c.b, c.s_k, c.h_kv, c.d});
-      inputs.push_back(&fa_params::dout);
     }
     return ok;
   }
@@ -258,7 +264,9 @@ Row measure(const Config& c) {
   // 2. One input set plus the workspace; the peak is what that took from the device.
   Memory mem(c.cuda);
   std::vector<Tensors> sets(1);
-  if (!sets[0].build(c, [&](size_t n) { return mem.alloc(n); })) {
+  size_t free_after_inputs = 0;
+  if (!sets[0].build(c, [&](size_t n) { return mem.alloc(n); },
+                     [&] { free_after_inputs = c.cuda ? free_device_bytes() : 0; })) {
     r.status = "oom: allocating " + gib(double(probe.bytes)) + " of tensors failed";
     return r;
   }
@@ -269,6 +277,8 @@ Row measure(const Config& c) {
   }
   r.peak_bytes = c.cuda ? int64_t(free_before) - int64_t(free_device_bytes())
                         : int64_t(probe.bytes + ws_bytes);
+  r.input_bytes = c.cuda ? int64_t(free_before) - int64_t(free_after_inputs)
+                         : int64_t(sets[0].input_bytes);
   // More input sets, while they fit, until they cover twice the last-level cache the inputs could
   // hide in: the GPU's L2, or on the CPU a fixed 32 MiB (the benchmark machines' L3 is smaller).
   size_t cache = size_t(32) << 20;

@@ -47,24 +47,32 @@ std::string row_json(const Row& r) {
      << ", \"status\": " << quote(r.status);
   if (r.ran())
     os << ", \"ms\": " << number(r.ms) << ", \"tflops\": " << number(r.tflops)
-       << ", \"peak_bytes\": " << r.peak_bytes;
+       << ", \"peak_bytes\": " << r.peak_bytes << ", \"input_bytes\": " << r.input_bytes;
   else
-    os << ", \"ms\": null, \"tflops\": null, \"peak_bytes\": null";
+    os << ", \"ms\": null, \"tflops\": null, \"peak_bytes\": null, \"input_bytes\": null";
   os << "}";
   return os.str();
 }
 
+// num / den of a byte count of two rows; 0 unless both ran.
+double ratio(const Row* num, const Row* den, int64_t (*bytes)(const Row&)) {
+  return num && den && num->ran() && den->ran() && bytes(*den) > 0
+             ? double(bytes(*num)) / double(bytes(*den))
+             : 0;
+}
+
 }  // namespace
 
-const char* const kCsvHeader = "op,dtype,d,causal,b,h,h_kv,s_q,s_k,backend,device,status,ms,tflops,peak_bytes";
+const char* const kCsvHeader = "op,dtype,d,causal,b,h,h_kv,s_q,s_k,backend,device,status,ms,tflops,peak_bytes,input_bytes";
 
 double CompareLine::speedup() const {
   return flash && vanilla && flash->ran() && vanilla->ran() && flash->ms > 0 ? vanilla->ms / flash->ms : 0;
 }
 double CompareLine::memory_ratio() const {
-  return flash && vanilla && flash->ran() && vanilla->ran() && flash->peak_bytes > 0
-             ? double(vanilla->peak_bytes) / double(flash->peak_bytes)
-             : 0;
+  return ratio(vanilla, flash, [](const Row& r) { return r.call_bytes(); });
+}
+double CompareLine::peak_ratio() const {
+  return ratio(vanilla, flash, [](const Row& r) { return r.peak_bytes; });
 }
 
 double row_flops(const Row& r) {
@@ -94,6 +102,7 @@ std::string to_json(const Record& rec) {
          << ", \"flash_status\": " << quote(c.flash ? c.flash->status : "missing")
          << ", \"speedup\": " << (c.speedup() > 0 ? number(c.speedup()) : "null")
          << ", \"memory_ratio\": " << (c.memory_ratio() > 0 ? number(c.memory_ratio()) : "null")
+         << ", \"peak_ratio\": " << (c.peak_ratio() > 0 ? number(c.peak_ratio()) : "null")
          << "}";
     }
     os << "\n ]";
@@ -113,9 +122,9 @@ std::string to_csv(const std::vector<Row>& rows) {
        << r.h << ',' << r.h_kv << ',' << r.s_q << ',' << r.s_k << ',' << r.backend << ','
        << r.device << ',' << status << ',';
     if (r.ran())
-      os << number(r.ms) << ',' << number(r.tflops) << ',' << r.peak_bytes;
+      os << number(r.ms) << ',' << number(r.tflops) << ',' << r.peak_bytes << ',' << r.input_bytes;
     else
-      os << ",,";
+      os << ",,,";
     os << "\n";
   }
   return os.str();

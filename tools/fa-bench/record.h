@@ -1,8 +1,9 @@
 // fa-bench records: the rows of shared/BENCH.md's schema and their JSON / CSV files.
 //   {gpu, driver, cuda, torch, cudnn, commit, command, ceilings, rows: [{op, dtype, d, causal, b,
 //    h, s_q, s_k, backend, ms, tflops, peak_bytes}, ...]}
-// Rows also carry h_kv, device and status ("ok", "oom: ...", "unsupported: ..."); a row that did
-// not run has ms, tflops and peak_bytes null.
+// Rows also carry h_kv, device, status ("ok", "oom: ...", "unsupported: ...") and input_bytes
+// (the part of peak_bytes that the inputs q, k, v - and dout for a backward - took); a row that
+// did not run has ms, tflops, peak_bytes and input_bytes null.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,11 @@ struct Row {
   std::string device;   // cpu, cuda
   std::string status = "ok";
   double ms = 0, tflops = 0;
-  int64_t peak_bytes = 0;
+  int64_t peak_bytes = 0;   // inputs + outputs + workspace, as the device counted them
+  int64_t input_bytes = 0;  // of which the inputs (q, k, v; dout for a backward)
+  // What the attention call itself needs beyond its inputs: outputs, LSE, gradients, workspace.
+  // FlashAttention's memory figures (and the targets) count this part.
+  int64_t call_bytes() const { return peak_bytes - input_bytes; }
   bool ran() const { return status == "ok"; }
 };
 
@@ -31,7 +36,8 @@ struct CompareLine {
   const Row* flash = nullptr;
   const Row* vanilla = nullptr;
   double speedup() const;       // vanilla ms / flash ms (0 when either did not run)
-  double memory_ratio() const;  // vanilla peak / flash peak (0 when either did not run)
+  double memory_ratio() const;  // vanilla / flash call_bytes (0 when either did not run)
+  double peak_ratio() const;    // vanilla / flash peak_bytes, inputs included (likewise)
 };
 
 struct Record {
