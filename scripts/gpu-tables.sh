@@ -3,7 +3,7 @@
 # built build-gpu/: fa-bench compare (time and peak memory, vanilla until it runs out of memory),
 # the default fa-bench sweep (timed: it should take under 3 minutes), the same-run comparison
 # with every PyTorch SDPA backend, and the PNG charts. Records and charts go to OUTDIR.
-#   scripts/gpu-tables.sh OUTDIR [--quick]
+#   scripts/gpu-tables.sh OUTDIR [--quick | --compare-only]
 # Each step runs under a time limit (FA_STEP_TIMEOUT seconds, default 240) so that a slow step
 # (vanilla at 32k-64k keys) cannot eat a GPU session; a step cut short says so in the summary.
 set -uo pipefail
@@ -11,6 +11,8 @@ cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-tables.sh OUTDIR [--quick]}
 quick=()
 [ "${2:-}" = "--quick" ] && quick=(--quick)
+all=1
+[ "${2:-}" = "--compare-only" ] && all=0
 mkdir -p "$out/png"
 bench=./build-gpu/tools/fa-bench/fa-bench
 summary=()
@@ -25,12 +27,12 @@ step() {  # name command...: runs it, logs to OUTDIR/name.log, records rc and se
 }
 step compare "$bench" compare --device cuda --op fwd --json "$out/compare-fwd.json" --csv "$out/compare-fwd.csv"
 step compare-causal "$bench" compare --device cuda --op fwd --causal --json "$out/compare-fwd-causal.json"
-step sweep "$bench" sweep --device cuda --json "$out/sweep.json" --csv "$out/sweep.csv"
-step torch python3 bench/torch_compare.py --lib build-gpu/libflashattn.so --ops fwd "${quick[@]}" \
+[ $all = 1 ] && step sweep "$bench" sweep --device cuda --json "$out/sweep.json" --csv "$out/sweep.csv"
+[ $all = 1 ] && step torch python3 bench/torch_compare.py --lib build-gpu/libflashattn.so --ops fwd "${quick[@]}" \
   --json "$out/torch-fwd.json"
 step plots sh -c "python3 bench/plot.py '$out/compare-fwd.json' '$out/png' --prefix compare- &&
-  python3 bench/plot.py '$out/sweep.json' '$out/png' --op fwd --prefix sweep-fwd- &&
-  python3 bench/plot.py '$out/torch-fwd.json' '$out/png' --op fwd --prefix torch-fwd-"
+  { [ $all = 0 ] || python3 bench/plot.py '$out/sweep.json' '$out/png' --op fwd --prefix sweep-fwd-; } &&
+  { [ $all = 0 ] || python3 bench/plot.py '$out/torch-fwd.json' '$out/png' --op fwd --prefix torch-fwd-; }"
 echo "---- compare (fwd)"; cat "$out/compare.log" | tail -14
-echo "---- torch (fwd)"; tail -14 "$out/torch.log"
+[ $all = 1 ] && { echo "---- torch (fwd)"; tail -14 "$out/torch.log"; }
 echo "---- summary"; printf '%s\n' "${summary[@]}"
