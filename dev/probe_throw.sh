@@ -2,9 +2,9 @@
 # The Python-on-GPU crash (issue 6), on the GPU machine after scripts/gpu-check.sh has built
 # build-gpu. dev/probe_throw.py's steps (the library throwing after torch, CUDA, inductor and our
 # own CUDA forward) did not crash there on 2026-11-30; pytest over test_compile.py + test_errors.py
-# does, at the first rejected call. This runs those two files twice under dev/segv_trace.c:
-# as they are, then with LD_BIND_NOW=1 (every symbol bound at load time: if that run passes, the
-# crash comes from a lazily bound symbol resolving into a library loaded later).
+# does, at the first rejected call. This runs those two files under dev/segv_trace.c, as they are
+# ("lazy") and, with FA_PROBE_MODES="lazy now", also with LD_BIND_NOW=1 (every symbol bound at
+# load time; on 2026-11-30 that crashed the same way, so late symbol interposition is not it).
 #   dev/probe_throw.sh OUTDIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,11 +12,11 @@ out=${1:?usage: dev/probe_throw.sh OUTDIR}
 lib=$PWD/build-gpu/libflashattn.so
 mkdir -p "$out"
 gcc -shared -fPIC -O1 -o "$out/segv_trace.so" dev/segv_trace.c -ldl || exit 1
-for mode in lazy now; do
+for mode in ${FA_PROBE_MODES:-lazy}; do
   bind=()
   [ $mode = now ] && bind=(LD_BIND_NOW=1)
   env "${bind[@]}" FA_LIBRARY="$lib" LD_PRELOAD="$out/segv_trace.so" FA_SEGV_TRACE="$out/segv_trace.so" \
-    PYTHONPATH=dev timeout 200 python3 -m pytest -q -p no:faulthandler -p segv_plugin \
+    PYTHONPATH=dev timeout 200 python3 -m pytest -q -s -p no:faulthandler -p segv_plugin \
     -p no:cacheprovider python/tests/test_compile.py python/tests/test_errors.py > "$out/trace-$mode.log" 2>&1
   echo "== binding $mode: pytest rc=$? $(tail -1 "$out/trace-$mode.log" | cut -c1-150)"
   grep -m2 -A30 "segv_trace:" "$out/trace-$mode.log" | cut -c1-220

@@ -11,6 +11,10 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+/* stderr as it was when this library loaded: pytest later points fd 2 at its capture file,
+ * which nobody reads once the process has died. */
+static int g_err = 2;
+
 static void say(void* addr, const char* what) {
   Dl_info info;
   char line[768];
@@ -21,14 +25,14 @@ static void say(void* addr, const char* what) {
                  info.dli_sname ? info.dli_sname : "?");
   else
     n = snprintf(line, sizeof line, "  %s %p (no library)\n", what, addr);
-  if (n > 0) (void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+  if (n > 0) (void)!write(g_err, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
 static void on_segv(int sig, siginfo_t* si, void* context) {
   const ucontext_t* uc = (const ucontext_t*)context;
   char line[128];
   int n = snprintf(line, sizeof line, "segv_trace: signal %d at address %p\n", sig, si->si_addr);
-  (void)!write(2, line, (size_t)n);
+  (void)!write(g_err, line, (size_t)n);
   say((void*)uc->uc_mcontext.gregs[REG_RIP], "ip");
   void* frames[48];
   int k = backtrace(frames, 48);
@@ -54,4 +58,8 @@ void segv_trace_install(void) {
   }
 }
 
-__attribute__((constructor)) static void install_at_load(void) { segv_trace_install(); }
+__attribute__((constructor)) static void install_at_load(void) {
+  const int fd = dup(2);
+  if (fd >= 0) g_err = fd;
+  segv_trace_install();
+}

@@ -234,6 +234,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   // own, or another thread's late Q copy lands on top of the O staged below. n_begin and n_end
   // depend only on the block, so the barrier is uniform.
   if (n_begin == n_end) __syncthreads();
+  // The staging below overwrites Q rows that other lanes of this warp read with ldmatrix in the
+  // last Q·Kᵀ; order those reads before the writes explicitly (racecheck reports the warp-
+  // synchronous assumption otherwise).
+  __syncwarp();
 
   // Epilogue: finish the row sums over the quad, normalise, write LSE, and stage O (16-bit)
   // in this warp's own rows of the Q tile - rows no other warp reads - so that it leaves in
