@@ -6,7 +6,8 @@
 # is printed last.
 #   scripts/gpu-check.sh OUTDIR [--full-bench]
 # Environment: FA_ARCHS (default 90a), FA_COMMIT (recorded in the JSON), FA_GPU_CHECK_PYTHON=0
-# (skip the Python test suite; the overhead check still runs), FA_GTEST_SOURCE_DIR
+# (skip the Python test suite; the overhead check still runs), FA_CMAKE_ARGS (extra configure
+# options, e.g. -DFA_CUDA_BACKWARD=ON for the experimental backward and its Grid/GpuBwd tests), FA_GTEST_SOURCE_DIR
 # (a GoogleTest source tree when the machine has no package; default .deps/googletest). fa-bench
 # needs CLI11 headers: the system's or .deps/CLI11 (carry .deps to the GPU machine).
 set -uo pipefail
@@ -23,7 +24,7 @@ summary=()
 t0=$(date +%s)
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFA_ARCHS="${FA_ARCHS:-90a}" \
   -DFA_GTEST_SOURCE_DIR="$gtest_src" -DFA_CUDA_RESOURCE_USAGE=ON -DFA_BUILD_TESTS=ON -DFA_BUILD_TOOLS=ON \
-  > "$out/build.log" 2>&1 &&
+  ${FA_CMAKE_ARGS:-} > "$out/build.log" 2>&1 &&
   cmake --build build-gpu -j "$jobs" >> "$out/build.log" 2>&1
 rc=$?
 summary+=("build: rc=$rc in $(( $(date +%s) - t0 ))s")

@@ -20,7 +20,9 @@ void check_layout() {
       ASSERT_GE(off, 0);
       ASSERT_LT(off, Tile::kElems);
       ASSERT_TRUE(seen.insert(off).second) << "(" << r << ", " << c << ") collides";
-      if (c % 8) ASSERT_EQ(off, Tile::offset(r, c - c % 8) + c % 8);  // 16-byte chunks stay whole
+      if (c % 8) {
+        ASSERT_EQ(off, Tile::offset(r, c - c % 8) + c % 8);  // 16-byte chunks stay whole
+      }
     }
   // ldmatrix: 8 consecutive rows at one 8-column chunk are one 8x8 matrix; their 16-byte rows
   // must fall in 8 distinct bank groups (4 banks of 4 bytes each: 32 banks / 8).

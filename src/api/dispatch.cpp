@@ -34,8 +34,9 @@ Kernel select_kernel(const Params& p, Pass pass) {
     return Kernel::CudaVanilla;
   }
   if (pass == Pass::Backward)
-    fail(FA_ERROR_BACKEND, "no CUDA backward kernel yet for q on CUDA device ", p.device.index);
-  cuda::check_forward(p);
+    cuda::check_backward(p);  // FA_ERROR_BACKEND unless the experimental backward is built
+  else
+    cuda::check_forward(p);
   return Kernel::CudaSm80;
 #else
   (void)pass;
@@ -52,22 +53,24 @@ size_t workspace_size(Kernel k, const Params& p, Pass pass) {
   if (k == Kernel::CudaVanilla)  // the materialised score matrices: standard attention's cost
     return pass == Pass::Forward ? cuda::vanilla::forward_workspace(p)
                                  : cuda::vanilla::backward_workspace(p);
+  if (k == Kernel::CudaSm80)  // the forward needs none; the backward its dQ accumulator and D
+    return pass == Pass::Forward ? 0 : cuda::backward_workspace(p);
 #endif
-  if (k == Kernel::CudaSm80) return 0;  // the forward needs no workspace
   return pass == Pass::Forward ? cpu::forward_workspace(p, cpu_impl(k))
                                : cpu::backward_workspace(p, cpu_impl(k));
 }
 
 size_t min_workspace_size(Kernel k, const Params& p, Pass pass) {
-  if (k == Kernel::CudaVanilla) return workspace_size(k, p, pass);
-  if (k == Kernel::CudaSm80) return 0;
+  if (k == Kernel::CudaVanilla || k == Kernel::CudaSm80) return workspace_size(k, p, pass);
   return pass == Pass::Forward ? cpu::min_forward_workspace(p, cpu_impl(k))
                                : cpu::min_backward_workspace(p, cpu_impl(k));
 }
 
 void run(Kernel k, const Params& p, Pass pass, void* workspace, size_t bytes, void* stream) {
 #ifdef FA_WITH_CUDA
-  if (k == Kernel::CudaSm80) return cuda::forward(p, stream);
+  if (k == Kernel::CudaSm80)
+    return pass == Pass::Forward ? cuda::forward(p, stream)
+                                 : cuda::backward(p, workspace, bytes, stream);
   if (k == Kernel::CudaVanilla)
     return pass == Pass::Forward ? cuda::vanilla::forward(p, workspace, bytes, stream)
                                  : cuda::vanilla::backward(p, workspace, bytes, stream);

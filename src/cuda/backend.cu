@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "api/error.h"
+#include "cuda/bwd_sm80.h"
 #include "cuda/device_guard.h"
 #include "cuda/fwd_sm80.h"
 #include "fa_build_config.h"  // generated: FA_SM80_FWD_DIMS
@@ -48,6 +49,26 @@ void run_fwd_tag(const Params& p, cudaStream_t s) {
   run_fwd_fit<Tag, FA_SM80_FWD_DIMS>(p, s);
 }
 
+#ifdef FA_SM80_BWD_DIMS
+constexpr int kBuiltBwdHeadDims[] = {FA_SM80_BWD_DIMS};
+
+int bwd_kernel_head_dim(int64_t d) {
+  for (int k : kBuiltBwdHeadDims)
+    if (d <= k) return k;
+  return 0;
+}
+
+template <typename Tag, int D, int... Ds>
+void run_bwd_fit(const Params& p, void* ws, cudaStream_t s) {
+  if (p.head_dim <= D) return sm80::run_bwd<D, Tag>(p, ws, s);
+  if constexpr (sizeof...(Ds) > 0) {
+    run_bwd_fit<Tag, Ds...>(p, ws, s);
+  } else {
+    fail(FA_ERROR_INTERNAL, "no sm80 backward instantiation for head_dim=", p.head_dim);
+  }
+}
+#endif
+
 }  // namespace
 
 const char* check_forward(const Params& p) {
@@ -83,6 +104,49 @@ const char* check_forward(const Params& p) {
   check_view_alignment(p.v, "v");
   check_view_alignment(p.out, "out");
   return "cuda-sm80";
+}
+
+void check_backward(const Params& p) {
+#ifdef FA_SM80_BWD_DIMS
+  check_forward(p);
+  if (bwd_kernel_head_dim(p.head_dim) == 0)
+    fail(FA_ERROR_UNSUPPORTED, "head_dim=", p.head_dim,
+         " has no CUDA backward kernel yet (the experimental backward covers head_dim <= 128)");
+  if (p.deterministic)
+    fail(FA_ERROR_UNSUPPORTED, "deterministic=1 is not implemented by the CUDA backward yet");
+  check_view_alignment(p.dout, "dout");
+  check_view_alignment(p.dq, "dq");
+  check_view_alignment(p.dk, "dk");
+  check_view_alignment(p.dv, "dv");
+#else
+  fail(FA_ERROR_BACKEND, "no CUDA backward kernel in this build for q on CUDA device ",
+       p.device.index, " (the experimental one is built with -DFA_CUDA_BACKWARD=ON)");
+#endif
+}
+
+size_t backward_workspace(const Params& p) {
+#ifdef FA_SM80_BWD_DIMS
+  return sm80::bwd_workspace_bytes(p, bwd_kernel_head_dim(p.head_dim));
+#else
+  (void)p;
+  return 0;
+#endif
+}
+
+void backward(const Params& p, void* workspace, size_t bytes, void* stream) {
+#ifdef FA_SM80_BWD_DIMS
+  if (bytes < backward_workspace(p))
+    fail(FA_ERROR_INTERNAL, "backward workspace of ", bytes, " bytes is below its size");
+  DeviceGuard guard(p.device.index);
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (p.dtype == DType::BF16)
+    run_bwd_fit<Bf16Tag, FA_SM80_BWD_DIMS>(p, workspace, s);
+  else
+    run_bwd_fit<Fp16Tag, FA_SM80_BWD_DIMS>(p, workspace, s);
+#else
+  (void)p, (void)workspace, (void)bytes, (void)stream;
+  fail(FA_ERROR_BACKEND, "no CUDA backward kernel in this build");
+#endif
 }
 
 void forward(const Params& p, void* stream) {

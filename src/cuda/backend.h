@@ -2,6 +2,8 @@
 // library is built with CUDA (FA_WITH_CUDA).
 #pragma once
 
+#include <cstddef>
+
 #include "api/params.h"
 
 namespace fa::cuda {
@@ -10,5 +12,12 @@ namespace fa::cuda {
 // alignment, unsupported feature); otherwise names the kernel family.
 const char* check_forward(const Params& p);
 void forward(const Params& p, void* stream);
+
+// The backward (EXPERIMENTAL, built with -DFA_CUDA_BACKWARD=ON; otherwise check_backward throws
+// FA_ERROR_BACKEND): the same checks as the forward plus the gradients' alignment, and refusal
+// of what the kernel does not do yet (dropout, deterministic mode, head_dim > 128).
+void check_backward(const Params& p);
+size_t backward_workspace(const Params& p);  // the fp32 dQ accumulator and D
+void backward(const Params& p, void* workspace, size_t bytes, void* stream);
 
 }  // namespace fa::cuda

@@ -1,0 +1,324 @@
+// EXPERIMENTAL (issue 4): the FlashAttention-2 backward for the sm80 family on the forward's
+// primitive layer. Built only with -DFA_CUDA_BACKWARD=ON (default OFF) and not yet run on a GPU:
+// until the GPU grid passes, a default build keeps refusing CUDA backwards (FA_ERROR_BACKEND).
+// Covers head dims 32..128, fp16 / bf16, every mask, softcap, ALiBi, GQA / MQA and packed
+// batches; not yet dropout, deterministic mode or head dims above 128 (the backend refuses
+// those with FA_ERROR_UNSUPPORTED). docs/cuda-kernels.md, "Backward".
+//
+// Three kernels per call:
+//   bwd_preprocess   D = rowsum(dO ∘ O) per (query head, row), fp32, into the workspace;
+//   bwd_kernel       one block per (key tile of kBlockN keys, kv head, batch): K and V stay in
+//                    shared memory, dK and dV in registers across every query head of the group
+//                    (GQA: summed without per-query-head copies) and every query tile that sees
+//                    these keys; P is recomputed from Q, K and the saved LSE; dQ is accumulated in
+//                    fp32 in the workspace with atomics;
+//   bwd_postprocess  dQ fp32 -> the input type, into the caller's dq.
+//
+// Warp w of the main kernel owns keys 16w .. 16w + 15 of the tile, so the transposed products
+// come out in registers in the layout the next mma wants (mma.cuh: the C layout of two n-tiles is
+// the A layout of one k-step):
+//   Sᵀ_w  = K_w Qᵀ      A: K (ldmatrix, a_lane)        B: Q as Kᵀ is in the forward (bt_lane)
+//   dPᵀ_w = V_w dOᵀ     A: V                            B: dO likewise
+//   dV_w += Pᵀ_w dO     A: Pᵀ from registers            B: dO through ldmatrix.trans (as V in P·V)
+//   dK_w += dSᵀ_w Q     A: dSᵀ from registers           B: Q through ldmatrix.trans
+//   dQ   += dS K        dS has query rows: warps exchange it through shared memory (dSᵀ stored
+//                       row = key), and warp w then takes query rows 16w .. 16w + 15: A is dS read
+//                       from dSᵀ with ldmatrix.trans at bt_lane offsets, B is K through
+//                       ldmatrix.trans.
+// with P = exp(logit - LSE), dS = P ∘ (dP - D), and the chain rule through softcap and the
+// softmax scale folded into dS (dK and dQ then need no scaling).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "api/params.h"
+#include "common/dtype.h"
+#include "common/mask.h"
+#include "cuda/arch/cp_async.cuh"
+#include "cuda/arch/ldmatrix.cuh"
+#include "cuda/arch/mma.cuh"
+#include "cuda/kernels/sm80/fwd_tile.cuh"  // load_tile, a_lane, bt_lane, exp2_fast, kLog2e
+#include "cuda/tile/swizzle.h"
+
+namespace fa::cuda::sm80 {
+
+template <int kHeadDim_, typename Tag_>
+struct BwdTraits {
+  using Tag = Tag_;
+  static constexpr int kHeadDim = kHeadDim_;
+  // dK and dV of a warp's 16 keys cost kHeadDim fp32 registers a thread: d <= 128 only. Wider
+  // heads need dK / dV split over more warps (FA2: 8 warps) - not in this draft.
+  static_assert(kHeadDim % 32 == 0 && kHeadDim <= 128, "draft: head dims 32..128");
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kBlockN = 16 * kWarps;  // keys per block, 16 per warp
+  static constexpr int kBlockM = 16 * kWarps;  // queries per step: dQ takes 16 rows per warp
+  using KvTile = SwizzledTile<kBlockN, kHeadDim>;
+  using QTile = SwizzledTile<kBlockM, kHeadDim>;  // Q and dO
+  using STile = SwizzledTile<kBlockN, kBlockM>;   // dSᵀ: row = key, column = query
+  static constexpr int kSmemBytes =
+      2 * (2 * KvTile::kElems + 2 * QTile::kElems + STile::kElems) + 2 * kBlockM * 4;
+};
+
+// The workspace as the kernels see it (layout: bwd_sm80.h, bwd_workspace_bytes): the fp32 dQ
+// accumulator [heads_q][rows][kHeadDim], then D [heads_q][rows]; row = b * seqlen_q + i, or the
+// packed row of a variable-length batch.
+struct BwdWorkspace {
+  float* dq_acc;
+  float* dsum;
+  int64_t rows;  // total_q
+};
+
+template <typename Tag>
+__device__ __forceinline__ float load_float(const uint16_t* x);
+template <>
+__device__ __forceinline__ float load_float<Bf16Tag>(const uint16_t* x) {
+  return to_float(bfloat16_t{*x});
+}
+template <>
+__device__ __forceinline__ float load_float<Fp16Tag>(const uint16_t* x) {
+  return to_float(half_t{*x});
+}
+
+__device__ __forceinline__ int64_t acc_row(const Params& p, int64_t b, const SeqInfo& sq) {
+  return p.varlen() ? sq.q_start : b * p.seqlen_q;  // + the row inside the sequence
+}
+
+// D = rowsum(dO ∘ O): one warp per row; grid (ceil(seqlen_q / kWarps), heads_q, batch).
+template <typename Tag, int kWarps>
+__global__ void __launch_bounds__(32 * kWarps) bwd_preprocess(const __grid_constant__ Params p,
+                                                              BwdWorkspace ws) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t i = int64_t(blockIdx.x) * kWarps + warp, h = blockIdx.y, b = blockIdx.z;
+  const SeqInfo sq = p.seq(b);
+  if (i >= sq.len_q) return;
+  const uint16_t* o = p.out.at<const uint16_t>(b, sq.q_start + i, h);
+  const uint16_t* dout = p.dout.at<const uint16_t>(b, sq.q_start + i, h);
+  float sum = 0.f;
+  for (int c = lane; c < p.head_dim; c += 32) sum += load_float<Tag>(o + c) * load_float<Tag>(dout + c);
+#pragma unroll
+  for (int m = 16; m >= 1; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+  if (lane == 0) ws.dsum[h * ws.rows + acc_row(p, b, sq) + i] = sum;
+}
+
+// dq = dQ accumulator in the input type: one thread per element pair; grid as the preprocess.
+template <typename Tag, int kHeadDimPad, int kWarps>
+__global__ void __launch_bounds__(32 * kWarps) bwd_postprocess(const __grid_constant__ Params p,
+                                                               BwdWorkspace ws) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t i = int64_t(blockIdx.x) * kWarps + warp, h = blockIdx.y, b = blockIdx.z;
+  const SeqInfo sq = p.seq(b);
+  if (i >= sq.len_q) return;
+  const float* acc = ws.dq_acc + (h * ws.rows + acc_row(p, b, sq) + i) * kHeadDimPad;
+  uint16_t* dq = p.dq.at<uint16_t>(b, sq.q_start + i, h);
+  for (int c = 2 * lane; c < p.head_dim; c += 64)
+    *reinterpret_cast<uint32_t*>(dq + c) = pack2<Tag>(acc[c], acc[c + 1]);
+}
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_constant__ Params p,
+                                                             BwdWorkspace ws) {
+  using Tag = typename T::Tag;
+  using KvTile = typename T::KvTile;
+  using QTile = typename T::QTile;
+  using STile = typename T::STile;
+  constexpr int kD = T::kHeadDim, kN = T::kBlockN, kM = T::kBlockM;
+  constexpr int kNtS = kM / 8;  // n-tiles of Sᵀ (queries)
+  constexpr int kNtD = kD / 8;  // n-tiles along the head dim
+  extern __shared__ __align__(128) uint16_t smem[];
+  uint16_t* sK = smem;
+  uint16_t* sV = sK + KvTile::kElems;
+  uint16_t* sQ = sV + KvTile::kElems;
+  uint16_t* sdO = sQ + QTile::kElems;
+  uint16_t* sdS = sdO + QTile::kElems;
+  float* sLse = reinterpret_cast<float*>(sdS + STile::kElems);
+  float* sD = sLse + kM;
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t hk = blockIdx.y, b = blockIdx.z;
+  const SeqInfo sq = p.seq(b);
+  const int64_t n0 = int64_t(blockIdx.x) * kN;
+  if (n0 >= sq.len_k) return;
+  const int d = int(p.head_dim);
+  const int64_t keys = sq.len_k - n0 < kN ? sq.len_k - n0 : kN;
+  const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
+  // Query rows that see any key of the tile.
+  const int64_t row_lo = vis.row_begin(n0, sq.len_q), row_hi = vis.row_end(n0 + keys, sq.len_q);
+  const int m_begin = int(row_lo / kM);
+  const int m_end = row_lo < row_hi ? int((row_hi + kM - 1) / kM) : m_begin;
+  const int64_t acc0 = acc_row(p, b, sq);
+
+  load_tile<KvTile, T::kThreads>(sK, p.k.at<const uint16_t>(b, sq.k_start + n0, hk), p.k.stride_s,
+                                 keys, d, tid);
+  load_tile<KvTile, T::kThreads>(sV, p.v.at<const uint16_t>(b, sq.k_start + n0, hk), p.v.stride_s,
+                                 keys, d, tid);
+  cp_async_commit();
+
+  float dk[kNtD][4], dv[kNtD][4];
+#pragma unroll
+  for (int nd = 0; nd < kNtD; ++nd)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[nd][e] = dv[nd][e] = 0.f;
+
+  const auto kv_a = a_lane<KvTile>(lane);   // K / V as A (Sᵀ, dPᵀ) and, transposed, as B (dQ)
+  const auto q_bt = bt_lane<QTile>(lane);   // Q / dO as B of Sᵀ / dPᵀ
+  const auto q_a = a_lane<QTile>(lane);     // Q / dO transposed as B of dK / dV
+  const auto s_bt = bt_lane<STile>(lane);   // dS from dSᵀ, transposed, as A of dQ
+  const uint32_t aK = smem_addr(sK), aV = smem_addr(sV), aQ = smem_addr(sQ),
+                 adO = smem_addr(sdO), adS = smem_addr(sdS);
+  const float scale = p.softmax_scale;
+  const int64_t group = p.group();
+
+  for (int64_t hq = hk * group; hq < (hk + 1) * group; ++hq) {
+    const Logit<float> logit{p.softcap, p.alibi_slope(b, hq), sq.len_k - sq.len_q};
+    const bool transform = logit.softcap > 0.f || logit.alibi_slope != 0.f;
+    for (int mb = m_begin; mb < m_end; ++mb) {
+      const int64_t m0 = int64_t(mb) * kM;
+      const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
+      load_tile<QTile, T::kThreads>(sQ, p.q.at<const uint16_t>(b, sq.q_start + m0, hq),
+                                    p.q.stride_s, rows, d, tid);
+      load_tile<QTile, T::kThreads>(sdO, p.dout.at<const uint16_t>(b, sq.q_start + m0, hq),
+                                    p.dout.stride_s, rows, d, tid);
+      cp_async_commit();
+      if (tid < kM) {
+        // Rows past the sequence: LSE = +inf makes their P exactly 0.
+        const bool row_ok = tid < rows;
+        sLse[tid] = row_ok ? p.lse.at(b, hq, sq.q_start + m0 + tid) : __int_as_float(0x7f800000);
+        sD[tid] = row_ok ? ws.dsum[hq * ws.rows + acc0 + m0 + tid] : 0.f;
+      }
+      cp_async_wait<0>();
+      __syncthreads();
+
+      // Sᵀ_w = K_w Qᵀ and dPᵀ_w = V_w dOᵀ, both (16 keys) x (kM queries).
+      float st[kNtS][4], dpt[kNtS][4];
+#pragma unroll
+      for (int nt = 0; nt < kNtS; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st[nt][e] = dpt[nt][e] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        uint32_t ak[4], av[4];
+        ldmatrix_x4(ak, aK + KvTile::frag_offset(kv_a, warp * 16, ks * 16));
+        ldmatrix_x4(av, aV + KvTile::frag_offset(kv_a, warp * 16, ks * 16));
+#pragma unroll
+        for (int ntp = 0; ntp < kM / 16; ++ntp) {
+          uint32_t bq[4], bo[4];
+          ldmatrix_x4(bq, aQ + QTile::frag_offset(q_bt, ntp * 16, ks * 16));
+          ldmatrix_x4(bo, adO + QTile::frag_offset(q_bt, ntp * 16, ks * 16));
+          mma_m16n8k16<Tag>(st[2 * ntp], ak, {bq[0], bq[1]});
+          mma_m16n8k16<Tag>(st[2 * ntp + 1], ak, {bq[2], bq[3]});
+          mma_m16n8k16<Tag>(dpt[2 * ntp], av, {bo[0], bo[1]});
+          mma_m16n8k16<Tag>(dpt[2 * ntp + 1], av, {bo[2], bo[3]});
+        }
+      }
+
+      // P and dS in place (st <- P, dpt <- dS with the scale and the softcap derivative).
+      // Element e of tile nt: key 16 warp + g + 8 (e / 2), query 8 nt + 2t + e % 2.
+      const bool masked =
+          n0 + kN > sq.len_k || !vis.block_unmasked(m0, m0 + rows, n0, n0 + kN);
+#pragma unroll
+      for (int nt = 0; nt < kNtS; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int kr = warp * 16 + g + 8 * (e / 2), qc = 8 * nt + 2 * t + (e & 1);
+          const int64_t i = m0 + qc, j = n0 + kr;
+          float x = st[nt][e] * scale, dx = 1.f;
+          if (transform) x = logit(x, i, j, &dx);
+          float pr = exp2_fast((x - sLse[qc]) * kLog2e);
+          if (masked && (j >= sq.len_k || !vis.visible(i, j))) pr = 0.f;
+          st[nt][e] = pr;
+          dpt[nt][e] = pr * (dpt[nt][e] - sD[qc]) * dx * scale;
+        }
+
+      // dV_w += Pᵀ_w dO, dK_w += dSᵀ_w Q: k-step kk covers queries 16 kk .. 16 kk + 15.
+#pragma unroll
+      for (int kk = 0; kk < kM / 16; ++kk) {
+        const uint32_t pa[4] = {pack2<Tag>(st[2 * kk][0], st[2 * kk][1]),
+                                pack2<Tag>(st[2 * kk][2], st[2 * kk][3]),
+                                pack2<Tag>(st[2 * kk + 1][0], st[2 * kk + 1][1]),
+                                pack2<Tag>(st[2 * kk + 1][2], st[2 * kk + 1][3])};
+        const uint32_t da[4] = {pack2<Tag>(dpt[2 * kk][0], dpt[2 * kk][1]),
+                                pack2<Tag>(dpt[2 * kk][2], dpt[2 * kk][3]),
+                                pack2<Tag>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]),
+                                pack2<Tag>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
+#pragma unroll
+        for (int ndp = 0; ndp < kD / 16; ++ndp) {
+          uint32_t bo[4], bq[4];
+          ldmatrix_x4_trans(bo, adO + QTile::frag_offset(q_a, kk * 16, ndp * 16));
+          ldmatrix_x4_trans(bq, aQ + QTile::frag_offset(q_a, kk * 16, ndp * 16));
+          mma_m16n8k16<Tag>(dv[2 * ndp], pa, {bo[0], bo[1]});
+          mma_m16n8k16<Tag>(dv[2 * ndp + 1], pa, {bo[2], bo[3]});
+          mma_m16n8k16<Tag>(dk[2 * ndp], da, {bq[0], bq[1]});
+          mma_m16n8k16<Tag>(dk[2 * ndp + 1], da, {bq[2], bq[3]});
+        }
+        // dSᵀ to shared memory for dQ: this thread's rows g, g + 8 of the warp's keys.
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+          for (int h2 = 0; h2 < 2; ++h2)
+            *reinterpret_cast<uint32_t*>(
+                sdS + STile::offset(warp * 16 + g + 8 * r, 16 * kk + 8 * h2 + 2 * t)) =
+                da[2 * h2 + r];
+      }
+      __syncthreads();  // dSᵀ complete
+
+      // dQ rows 16 warp .. 16 warp + 15 of this step += dS K, into the fp32 accumulator.
+      float dq[kNtD][4];
+#pragma unroll
+      for (int nd = 0; nd < kNtD; ++nd)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dq[nd][e] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < kN / 16; ++kk) {
+        uint32_t a[4];
+        ldmatrix_x4_trans(a, adS + STile::frag_offset(s_bt, kk * 16, warp * 16));
+#pragma unroll
+        for (int ndp = 0; ndp < kD / 16; ++ndp) {
+          uint32_t bk[4];
+          ldmatrix_x4_trans(bk, aK + KvTile::frag_offset(kv_a, kk * 16, ndp * 16));
+          mma_m16n8k16<Tag>(dq[2 * ndp], a, {bk[0], bk[1]});
+          mma_m16n8k16<Tag>(dq[2 * ndp + 1], a, {bk[2], bk[3]});
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int64_t i = m0 + warp * 16 + g + 8 * r;
+        if (i >= sq.len_q) continue;
+        float* acc = ws.dq_acc + (hq * ws.rows + acc0 + i) * kD;
+#pragma unroll
+        for (int nd = 0; nd < kNtD; ++nd) {
+          const int c = 8 * nd + 2 * t;
+          if (c < d) {
+            atomicAdd(acc + c, dq[nd][2 * r]);
+            atomicAdd(acc + c + 1, dq[nd][2 * r + 1]);
+          }
+        }
+      }
+      __syncthreads();  // the next step overwrites Q, dO, dSᵀ, LSE and D
+    }
+  }
+
+  cp_async_wait<0>();  // a tile no query sees ran no step: its K / V copies may be in flight
+
+  // dK, dV of the warp's keys (zero for keys no query sees).
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t j = n0 + warp * 16 + g + 8 * r;
+    if (j >= sq.len_k) continue;
+    uint16_t* dkp = p.dk.at<uint16_t>(b, sq.k_start + j, hk);
+    uint16_t* dvp = p.dv.at<uint16_t>(b, sq.k_start + j, hk);
+#pragma unroll
+    for (int nd = 0; nd < kNtD; ++nd) {
+      const int c = 8 * nd + 2 * t;
+      if (c < d) {
+        *reinterpret_cast<uint32_t*>(dkp + c) = pack2<Tag>(dk[nd][2 * r], dk[nd][2 * r + 1]);
+        *reinterpret_cast<uint32_t*>(dvp + c) = pack2<Tag>(dv[nd][2 * r], dv[nd][2 * r + 1]);
+      }
+    }
+  }
+}
+
+}  // namespace fa::cuda::sm80
