@@ -1,8 +1,10 @@
-// Host checks of the sm80 forward kernel's mask bookkeeping (src/cuda/kernels/sm80/tile_ranges.h)
+// Host checks of the sm80 kernels' mask bookkeeping (src/cuda/kernels/sm80/tile_ranges.h)
 // against Visibility::visible by brute force, over lengths, windows and tile shapes:
-//   WarpTiles: a warp skips a key tile exactly when none of its rows sees a key of it, and runs it
-//              unmasked exactly when every row sees every key of it (and all of it is < len_k);
-//   RowKeys:   the per-row key range of a masked tile is exactly the visible keys.
+//   WarpTiles:  a warp skips a key tile exactly when none of its rows sees a key of it, and runs it
+//               unmasked exactly when every row sees every key of it (and all of it is < len_k);
+//   RowKeys:    the per-row key range of a masked tile is exactly the visible keys;
+//   StepWindow: the backward's per-element mask of a (key tile, query tile) step is exactly
+//               visibility, and its ALiBi distance is |i + offset - j|.
 // Rows past len_q (a block's padding) belong to the warp's range, as in the kernel.
 #include <gtest/gtest.h>
 
@@ -81,6 +83,32 @@ TEST(TileRanges, RowKeysGiveExactlyTheVisibleKeysOfATile) {
           }
         EXPECT_EQ(rk.diag, row_g + s.len_k - s.len_q);  // ALiBi's distance origin
       }
+    }
+}
+
+TEST(TileRanges, StepWindowIsExactlyVisibility) {
+  std::vector<Shape> all = shapes();
+  // Offsets far beyond the tile (long prompts against short queries and the reverse), and a
+  // window wider than the sequence.
+  all.push_back({3, 5000, -1, 0});
+  all.push_back({5000, 3, 2, -1});
+  all.push_back({300, 4000, 5000, 7});
+  for (const Shape& s : all)
+    for (int tile : {32, 64}) {
+      const Visibility vis{s.len_k - s.len_q, s.window_left, s.window_right};
+      for (int64_t m0 = 0; m0 < s.len_q; m0 += tile)
+        for (int64_t n0 = 0; n0 < s.len_k; n0 += tile) {
+          const StepWindow w(vis, m0, n0, s.len_k, tile);
+          for (int qc = 0; qc < tile; ++qc)
+            for (int kr = 0; kr < tile; ++kr) {
+              const int64_t i = m0 + qc, j = n0 + kr;
+              const bool want = j < s.len_k && vis.visible(i, j);
+              ASSERT_EQ(w.visible(kr, qc), want)
+                  << describe(s, tile, tile, m0, n0 / tile) << " query=" << i << " key=" << j;
+              const int64_t dist = i + vis.offset - j;
+              ASSERT_EQ(w.alibi_distance(kr, qc), dist < 0 ? -dist : dist);
+            }
+        }
     }
 }
 

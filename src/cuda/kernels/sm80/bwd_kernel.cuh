@@ -40,6 +40,7 @@
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
 #include "cuda/kernels/sm80/fwd_tile.cuh"  // load_tile, a_lane, bt_lane, exp2_fast, kLog2e
+#include "cuda/kernels/sm80/tile_ranges.h"
 #include "cuda/tile/swizzle.h"
 
 namespace fa::cuda::sm80 {
@@ -216,19 +217,28 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       }
 
       // P and dS in place (st <- P, dpt <- dS with the scale and the softcap derivative).
-      // Element e of tile nt: key 16 warp + g + 8 (e / 2), query 8 nt + 2t + e % 2.
+      // Element e of tile nt: key kr = 16 warp + g + 8 (e / 2), query qc = 8 nt + 2t + e % 2 of
+      // the step; the mask and ALiBi distance in 32-bit tile coordinates (StepWindow,
+      // host-tested in tests/test_tile_ranges.cpp).
       const bool masked =
           n0 + kN > sq.len_k || !vis.block_unmasked(m0, m0 + rows, n0, n0 + kN);
+      const StepWindow win(vis, m0, n0, sq.len_k, kN);
 #pragma unroll
       for (int nt = 0; nt < kNtS; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int kr = warp * 16 + g + 8 * (e / 2), qc = 8 * nt + 2 * t + (e & 1);
-          const int64_t i = m0 + qc, j = n0 + kr;
           float x = st[nt][e] * scale, dx = 1.f;
-          if (transform) x = logit(x, i, j, &dx);
+          if (transform) {
+            if (logit.softcap > 0.f) {
+              const float th = tanhf(x / logit.softcap);
+              x = logit.softcap * th;
+              dx = 1.f - th * th;
+            }
+            x -= logit.alibi_slope * float(win.alibi_distance(kr, qc));
+          }
           float pr = exp2_fast((x - sLse[qc]) * kLog2e);
-          if (masked && (j >= sq.len_k || !vis.visible(i, j))) pr = 0.f;
+          if (masked && !win.visible(kr, qc)) pr = 0.f;
           st[nt][e] = pr;
           dpt[nt][e] = pr * (dpt[nt][e] - sD[qc]) * dx * scale;
         }

@@ -68,4 +68,34 @@ struct WarpTiles {
   }
 };
 
+// The mask of one backward step (bwd_kernel.cuh): keys [n0, n0 + block_n) against queries
+// [m0, m0 + block_m), in 32-bit tile coordinates. Key n0 + kr is visible to query m0 + qc iff
+// lo <= kr - qc <= hi and kr < keys: the window around the diagonal as two bounds on kr - qc.
+// With |kr - qc| below the tile size (<= 128), bounds clamped to [-kClamp, kClamp] keep every
+// test exact. diag (the diagonal's key - query offset, for the ALiBi distance |kr - qc - diag|)
+// is exact while |diag| <= 2^31 - 256, which validation's 2^30 cap on lengths guarantees.
+struct StepWindow {
+  static constexpr int kClamp = 256;
+  int lo, hi, diag, keys;
+
+  FA_HOST_DEVICE StepWindow(const Visibility& vis, int64_t m0, int64_t n0, int64_t len_k,
+                            int block_n) {
+    const int64_t d = m0 + vis.offset - n0;
+    auto clamp = [](int64_t v) { return int(v < -kClamp ? -kClamp : (v > kClamp ? kClamp : v)); };
+    lo = vis.window_left >= 0 ? clamp(d - vis.window_left) : -kClamp;
+    hi = vis.window_right >= 0 ? clamp(d + vis.window_right) : kClamp;
+    constexpr int64_t kFar = (int64_t(1) << 31) - 256;
+    diag = int(d < -kFar ? -kFar : (d > kFar ? kFar : d));
+    const int64_t k = len_k - n0;
+    keys = int(k < 0 ? 0 : (k > block_n ? block_n : k));
+  }
+  FA_HOST_DEVICE bool visible(int kr, int qc) const {
+    return kr < keys && kr - qc >= lo && kr - qc <= hi;
+  }
+  FA_HOST_DEVICE int alibi_distance(int kr, int qc) const {
+    const int rel = kr - qc - diag;
+    return rel < 0 ? -rel : rel;
+  }
+};
+
 }  // namespace fa::cuda::sm80
