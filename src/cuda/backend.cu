@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "api/error.h"
 #include "cuda/bwd_sm80.h"
@@ -17,21 +18,24 @@ namespace {
 // the instantiation files and this dispatch prune together.
 constexpr int kBuiltHeadDims[] = {FA_SM80_FWD_DIMS};
 
-// Smallest compiled head dim >= d (0: none).
-int kernel_head_dim(int64_t d) {
-  for (int k : kBuiltHeadDims)
+// Smallest head dim of `dims` (ascending) >= d; 0: none.
+template <size_t N>
+int smallest_fit(const int (&dims)[N], int64_t d) {
+  for (int k : dims)
     if (d <= k) return k;
   return 0;
 }
+int kernel_head_dim(int64_t d) { return smallest_fit(kBuiltHeadDims, d); }
 
-// Runs the first instantiation in Ds... whose head dim covers p.head_dim.
-template <typename Tag, int D, int... Ds>
-void run_fwd_fit(const Params& p, cudaStream_t s) {
-  if (p.head_dim <= D) return sm80::run_fwd<D, Tag>(p, s);
+// Calls run(std::integral_constant<int, D>) for the first D in Ds... (ascending) >= head_dim:
+// the instantiation that covers it.
+template <int D, int... Ds, typename Run>
+void with_head_dim(int64_t head_dim, const char* pass, Run&& run) {
+  if (head_dim <= D) return run(std::integral_constant<int, D>{});
   if constexpr (sizeof...(Ds) > 0) {
-    run_fwd_fit<Tag, Ds...>(p, s);
+    with_head_dim<Ds...>(head_dim, pass, run);
   } else {
-    fail(FA_ERROR_INTERNAL, "no sm80 forward instantiation for head_dim=", p.head_dim);
+    fail(FA_ERROR_INTERNAL, "no sm80 ", pass, " instantiation for head_dim=", head_dim);
   }
 }
 
@@ -46,26 +50,20 @@ void check_view_alignment(const View& v, const char* name) {
 
 template <typename Tag>
 void run_fwd_tag(const Params& p, cudaStream_t s) {
-  run_fwd_fit<Tag, FA_SM80_FWD_DIMS>(p, s);
+  with_head_dim<FA_SM80_FWD_DIMS>(p.head_dim, "forward", [&](auto d) {
+    sm80::run_fwd<decltype(d)::value, Tag>(p, s);
+  });
 }
 
 #ifdef FA_SM80_BWD_DIMS
 constexpr int kBuiltBwdHeadDims[] = {FA_SM80_BWD_DIMS};
+int bwd_kernel_head_dim(int64_t d) { return smallest_fit(kBuiltBwdHeadDims, d); }
 
-int bwd_kernel_head_dim(int64_t d) {
-  for (int k : kBuiltBwdHeadDims)
-    if (d <= k) return k;
-  return 0;
-}
-
-template <typename Tag, int D, int... Ds>
-void run_bwd_fit(const Params& p, void* ws, cudaStream_t s) {
-  if (p.head_dim <= D) return sm80::run_bwd<D, Tag>(p, ws, s);
-  if constexpr (sizeof...(Ds) > 0) {
-    run_bwd_fit<Tag, Ds...>(p, ws, s);
-  } else {
-    fail(FA_ERROR_INTERNAL, "no sm80 backward instantiation for head_dim=", p.head_dim);
-  }
+template <typename Tag>
+void run_bwd_tag(const Params& p, void* ws, cudaStream_t s) {
+  with_head_dim<FA_SM80_BWD_DIMS>(p.head_dim, "backward", [&](auto d) {
+    sm80::run_bwd<decltype(d)::value, Tag>(p, ws, s);
+  });
 }
 #endif
 
@@ -140,9 +138,9 @@ void backward(const Params& p, void* workspace, size_t bytes, void* stream) {
   DeviceGuard guard(p.device.index);
   const auto s = static_cast<cudaStream_t>(stream);
   if (p.dtype == DType::BF16)
-    run_bwd_fit<Bf16Tag, FA_SM80_BWD_DIMS>(p, workspace, s);
+    run_bwd_tag<Bf16Tag>(p, workspace, s);
   else
-    run_bwd_fit<Fp16Tag, FA_SM80_BWD_DIMS>(p, workspace, s);
+    run_bwd_tag<Fp16Tag>(p, workspace, s);
 #else
   (void)p, (void)workspace, (void)bytes, (void)stream;
   fail(FA_ERROR_BACKEND, "no CUDA backward kernel in this build");
