@@ -66,4 +66,15 @@ __device__ __forceinline__ uint32_t pack2<Fp16Tag>(float lo, float hi) {
   return r;
 }
 
+// The A fragment (one k-step) made of two adjacent C n-tiles c0 (columns 0..7) and c1 (8..15),
+// rounded to 16 bits: a0 = c0 row g, a1 = c0 row g + 8, a2 = c1 row g, a3 = c1 row g + 8.
+template <typename Tag>
+__device__ __forceinline__ void pack_a(const float (&c0)[4], const float (&c1)[4],
+                                       uint32_t (&a)[4]) {
+  a[0] = pack2<Tag>(c0[0], c0[1]);
+  a[1] = pack2<Tag>(c0[2], c0[3]);
+  a[2] = pack2<Tag>(c1[0], c1[1]);
+  a[3] = pack2<Tag>(c1[2], c1[3]);
+}
+
 }  // namespace fa::cuda

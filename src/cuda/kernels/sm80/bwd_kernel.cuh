@@ -246,14 +246,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       // dV_w += Pᵀ_w dO, dK_w += dSᵀ_w Q: k-step kk covers queries 16 kk .. 16 kk + 15.
 #pragma unroll
       for (int kk = 0; kk < kM / 16; ++kk) {
-        const uint32_t pa[4] = {pack2<Tag>(st[2 * kk][0], st[2 * kk][1]),
-                                pack2<Tag>(st[2 * kk][2], st[2 * kk][3]),
-                                pack2<Tag>(st[2 * kk + 1][0], st[2 * kk + 1][1]),
-                                pack2<Tag>(st[2 * kk + 1][2], st[2 * kk + 1][3])};
-        const uint32_t da[4] = {pack2<Tag>(dpt[2 * kk][0], dpt[2 * kk][1]),
-                                pack2<Tag>(dpt[2 * kk][2], dpt[2 * kk][3]),
-                                pack2<Tag>(dpt[2 * kk + 1][0], dpt[2 * kk + 1][1]),
-                                pack2<Tag>(dpt[2 * kk + 1][2], dpt[2 * kk + 1][3])};
+        uint32_t pa[4], da[4];
+        pack_a<Tag>(st[2 * kk], st[2 * kk + 1], pa);
+        pack_a<Tag>(dpt[2 * kk], dpt[2 * kk + 1], da);
 #pragma unroll
         for (int ndp = 0; ndp < kD / 16; ++ndp) {
           uint32_t bo[4], bq[4];

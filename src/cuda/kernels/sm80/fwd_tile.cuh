@@ -140,12 +140,8 @@ __device__ __forceinline__ void pack_p(const float (&s)[T::kMTiles][T::kBlockN /
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
-    for (int kk = 0; kk < T::kBlockN / 16; ++kk) {
-      pp[mt][kk][0] = pack2<Tag>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-      pp[mt][kk][1] = pack2<Tag>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-      pp[mt][kk][2] = pack2<Tag>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-      pp[mt][kk][3] = pack2<Tag>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-    }
+    for (int kk = 0; kk < T::kBlockN / 16; ++kk)
+      pack_a<Tag>(s[mt][2 * kk], s[mt][2 * kk + 1], pp[mt][kk]);
 }
 
 // O += P·V for one warp, in units: unit (kk, ndp) is k-step kk of output n-tile pair ndp, one
