@@ -83,6 +83,48 @@ struct DeviceProblem {
   }
 };
 
+// Runs one pass with a workspace of exactly the queried size; the query, the call and the
+// device must all succeed.
+inline void run_pass(const fa_params& p, bool backward) {
+  size_t bytes = 0;
+  ASSERT_EQ(backward ? fa_backward_workspace_size(&p, &bytes) : fa_forward_workspace_size(&p, &bytes),
+            FA_OK) << fa_last_error();
+  void* ws = nullptr;
+  if (bytes) {
+    ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
+  }
+  const fa_status st = backward ? fa_backward(&p, ws, bytes, nullptr) : fa_forward(&p, ws, bytes, nullptr);
+  const cudaError_t sync = cudaDeviceSynchronize();
+  cudaFree(ws);
+  ASSERT_EQ(st, FA_OK) << fa_last_error();
+  ASSERT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);
+}
+
+// Copies out and lse (with grads also dq, dk, dv) back into pr and checks them against the fp64
+// reference by FlashAttention's rule: 2x the same-precision naive error + 1e-5 for out and lse,
+// 3x + 1e-4 for the gradients (naive: fp32 math on the same inputs, P rounded to 16 bits when
+// the inputs are).
+inline void expect_device_results(Problem& pr, const DeviceProblem& dev, bool grads) {
+  dev.out.copy_to(pr.out);
+  dev.lse.copy_to(pr.lse);
+  if (grads) {
+    dev.dq.copy_to(pr.dq);
+    dev.dk.copy_to(pr.dk);
+    dev.dv.copy_to(pr.dv);
+  }
+  const bool round_p = pr.c.dtype != FA_DTYPE_FP32;
+  const Dense got = outputs(pr, grads);
+  const Dense ref = reference(pr, false, grads);
+  const Dense naive = reference(pr, true, grads, round_p);
+  expect_rule("out", got.out, ref.out, naive.out, 2, 1e-5);
+  expect_rule("lse", got.lse, ref.lse, naive.lse, 2, 1e-5);
+  if (grads) {
+    expect_rule("dq", got.dq, ref.dq, naive.dq, 3, 1e-4);
+    expect_rule("dk", got.dk, ref.dk, naive.dk, 3, 1e-4);
+    expect_rule("dv", got.dv, ref.dv, naive.dv, 3, 1e-4);
+  }
+}
+
 #endif
 
 }  // namespace fa::test

@@ -51,24 +51,6 @@ std::vector<Case> vanilla_grid() {
   return cases;
 }
 
-#ifdef FA_TEST_CUDA
-// Runs one pass with a workspace of exactly the queried size.
-void run_pass(const fa_params& p, bool backward) {
-  size_t bytes = 0;
-  ASSERT_EQ(backward ? fa_backward_workspace_size(&p, &bytes) : fa_forward_workspace_size(&p, &bytes),
-            FA_OK) << fa_last_error();
-  void* ws = nullptr;
-  if (bytes) {
-    ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
-  }
-  const fa_status st = backward ? fa_backward(&p, ws, bytes, nullptr) : fa_forward(&p, ws, bytes, nullptr);
-  const cudaError_t sync = cudaDeviceSynchronize();
-  cudaFree(ws);
-  ASSERT_EQ(st, FA_OK) << fa_last_error();
-  ASSERT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);
-}
-#endif
-
 class VanillaGpu : public ::testing::TestWithParam<Case> {};
 
 TEST_P(VanillaGpu, ForwardAndBackwardMatchReference) {
@@ -81,20 +63,7 @@ TEST_P(VanillaGpu, ForwardAndBackwardMatchReference) {
   if (HasFatalFailure()) return;
   run_pass(dev.p, true);  // reads the GPU forward's out and lse
   if (HasFatalFailure()) return;
-  dev.out.copy_to(pr.out);
-  dev.lse.copy_to(pr.lse);
-  dev.dq.copy_to(pr.dq);
-  dev.dk.copy_to(pr.dk);
-  dev.dv.copy_to(pr.dv);
-  const bool round_p = pr.c.dtype != FA_DTYPE_FP32;
-  const Dense got = outputs(pr, true);
-  const Dense ref = reference(pr, false, true);
-  const Dense naive = reference(pr, true, true, round_p);
-  expect_rule("out", got.out, ref.out, naive.out, 2, 1e-5);
-  expect_rule("lse", got.lse, ref.lse, naive.lse, 2, 1e-5);
-  expect_rule("dq", got.dq, ref.dq, naive.dq, 3, 1e-4);
-  expect_rule("dk", got.dk, ref.dk, naive.dk, 3, 1e-4);
-  expect_rule("dv", got.dv, ref.dv, naive.dv, 3, 1e-4);
+  expect_device_results(pr, dev, true);
 #endif
 }
 
