@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Python-on-GPU crash (issue 6), on the GPU machine after scripts/gpu-check.sh has built
-# build-gpu. dev/probe_throw.py's steps (the library throwing after torch, CUDA, inductor and our
+# build-gpu. Standalone probes (the library throwing after torch, CUDA, inductor and our
 # own CUDA forward) did not crash there on 2026-11-30; pytest over test_compile.py + test_errors.py
 # does, at the first rejected call. This runs those two files under dev/segv_trace.c, as they are
 # ("lazy") and, with FA_PROBE_MODES="lazy now", also with LD_BIND_NOW=1 (every symbol bound at
