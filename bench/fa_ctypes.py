@@ -68,6 +68,16 @@ def with_grads(p, dout, dq, dk, dv):
     return p
 
 
+def backward_params(lib, q, k, v, out, lse, dout, dq, dk, dv, causal=False, deterministic=False,
+                    **options):
+    """Params for fa_backward (and for the fa_forward that makes out and lse first): q, k, v,
+    out, lse and dout in, dq, dk, dv out. options: forward_params' softmax_scale, window, softcap."""
+    p = with_grads(forward_params(lib, q, k, v, out, lse, causal=causal, **options),
+                   dout, dq, dk, dv)
+    p.deterministic = int(deterministic)
+    return p
+
+
 class FaError(RuntimeError):
     def __init__(self, what, status, message):
         super().__init__(f"{what}: status {status}: {message}")

@@ -1,13 +1,21 @@
 #!/usr/bin/env python3
-"""GPU forward benchmark: flashattn (through its C ABI) against PyTorch's SDPA backends
-FLASH_ATTENTION (FlashAttention-2) and CUDNN_ATTENTION, same process, same shapes.
+"""GPU benchmark of the forward (--op fwd, the default) or the backward (--op bwd): flashattn
+(through its C ABI) against PyTorch's SDPA backends FLASH_ATTENTION (FlashAttention-2) and
+CUDNN_ATTENTION, same process, same shapes.
 
 Grid (shared/BENCH.md): hidden 2048 (heads = 2048 / d), batch * seqlen = 16384,
 seqlen 512..16384, d in {64, 128, 256}, causal and not, bf16 and fp16.
-TFLOP/s = 4 b h s^2 d (halved for causal) / median time; CUDA events, warm-up, median of
---repeats runs, rotating among input sets so the 60 MB L2 does not hold them.
+TFLOP/s = 4 b h s^2 d (halved for causal; times 2.5 for the backward) / median time; CUDA
+events, warm-up, median of --repeats runs, rotating among input sets so the 60 MB L2 does not
+hold them.
 
-  python3 bench/gpu_bench.py --json out.json [--quick] [--commit SHA]
+Backward: the forward runs once outside the timing (ours: fa_forward for out and lse; PyTorch:
+the autograd graph, kept with retain_graph), then only the backward is timed: fa_backward with
+preallocated dq, dk, dv and workspace (backend flashattn, and flashattn-det with
+deterministic=1 while the library accepts it), torch.autograd.grad for torch-fa2 / torch-cudnn.
+Exit status 2 when the library refuses the backward (its message on stderr).
+
+  python3 bench/gpu_bench.py --json out.json [--quick] [--commit SHA] [--op bwd]
 """
 import argparse
 import json
@@ -25,7 +33,101 @@ from gpu_common import ceilings, record_header, time_fn  # noqa: E402
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+def our_call(lib, p, stream, backward):
+    """A no-argument fa_forward / fa_backward call on p, with its own workspace from torch (the
+    size query's bytes; the closure keeps p and the workspace alive)."""
+    n = fa_ctypes.workspace_size(lib, p, backward)
+    ws = torch.empty(max(n, 1), device="cuda", dtype=torch.uint8)
+    f = fa_ctypes.backward if backward else fa_ctypes.forward
+    return lambda: f(lib, p, stream, ws.data_ptr(), n)
 
+
+def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det):
+    """Backward of one cell: ({backend: median ms}, {our backend: max |ours - torch-fa2| over
+    dq, dk, dv on set 0}). Raises FaError when the library refuses the default backward. det[0]:
+    whether flashattn-det still runs; cleared, with the library's message, at its first refusal."""
+    def params(st, deterministic):
+        return fa_ctypes.backward_params(lib, st["q"], st["k"], st["v"], st["out"], st["lse"],
+                                         st["dout"], *st["grads"], causal=causal,
+                                         deterministic=deterministic)
+    sets = []
+    for _ in range(3):  # 3 x 8 tensors of 64 MB (q k v out dout dq dk dv): rotated, L2 is 60 MB
+        q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=DTYPES[dt], requires_grad=True)
+                   for _ in range(3))
+        st = {"q": q, "k": k, "v": v, "dout": torch.randn_like(q), "out": torch.empty_like(q),
+              "lse": torch.empty(b, h, s, device="cuda", dtype=torch.float32),
+              "grads": [torch.empty_like(x) for x in (q, k, v)]}
+        p = params(st, False)
+        our_call(lib, p, stream, False)()  # out and lse, which the backward reads
+        st["flashattn"] = our_call(lib, p, stream, True)
+        sets.append(st)
+    res = {"flashattn": time_fn([st["flashattn"] for st in sets], repeats)}
+    if det[0]:
+        try:
+            for st in sets:
+                st["flashattn-det"] = our_call(lib, params(st, True), stream, True)
+            sets[0]["flashattn-det"]()  # a refusal shows on the first call
+            res["flashattn-det"] = time_fn([st["flashattn-det"] for st in sets], repeats)
+        except fa_ctypes.FaError as e:
+            print(f"flashattn-det skipped for the rest of the run: {e}", file=sys.stderr)
+            det[0] = False
+
+    def torch_fns():
+        """One autograd.grad call per set, through a forward run once here, outside the timing."""
+        fns = []
+        for st in sets:
+            o = F.scaled_dot_product_attention(st["q"].transpose(1, 2), st["k"].transpose(1, 2),
+                                               st["v"].transpose(1, 2), is_causal=causal)
+            # dout with o's strides, so that the backward copies nothing into its layout
+            g = torch.empty_like(o).copy_(st["dout"].transpose(1, 2))
+            fns.append(lambda st=st, o=o, g=g: torch.autograd.grad(
+                o, (st["q"], st["k"], st["v"]), g, retain_graph=True))
+        return fns
+    ref = None
+    for backend, kernel in (("torch-fa2", SDPBackend.FLASH_ATTENTION),
+                            ("torch-cudnn", SDPBackend.CUDNN_ATTENTION)):
+        try:
+            with sdpa_kernel([kernel]):
+                fns = torch_fns()
+            if backend == "torch-fa2":
+                ref = fns[0]()  # the reference gradients, on set 0
+            res[backend] = time_fn(fns, repeats)
+        except RuntimeError as e:
+            print(f"{backend} unavailable for {dt} d{d} s{s}: {e}", file=sys.stderr)
+        fns = None  # frees the graphs (o, lse, g) before the next backend
+    # correctness spot check against PyTorch's FlashAttention-2 on the same inputs
+    errs = {}
+    for backend in ("flashattn-det", "flashattn"):  # flashattn last: dq, dk, dv end as its own
+        if backend in res and ref is not None:
+            sets[0][backend]()
+            errs[backend] = max((a.float() - r.float()).abs().max().item()
+                                for a, r in zip(sets[0]["grads"], ref))
+    return res, errs
+
+
+def bwd_table(rows):
+    """Short table for --op bwd: TFLOP/s and ratios ours / baseline; det/ours = deterministic ms
+    over default ms (what determinism costs), when flashattn-det ran."""
+    keyed = {}
+    for r in rows:
+        keyed.setdefault((r["dtype"], r["d"], r["causal"], r["s_q"]), {})[r["backend"]] = r
+    det = any(r["backend"] == "flashattn-det" for r in rows)
+    print(f"\n{'case':<26}{'ours':>7}{'fa2':>7}{'cudnn':>7}{'/fa2':>7}{'/cudnn':>8}" +
+          (f"{'det':>7}{'det/ours':>10}" if det else ""))
+
+    def tf(r):
+        return f"{r['tflops']:>7.0f}" if r else f"{'-':>7}"
+
+    def ratio(a, b, width):  # a's speed over b's
+        return f"{b['ms'] / a['ms']:>{width}.2f}" if a and b else f"{'-':>{width}}"
+    for (dt, d, c, s), v in keyed.items():
+        o, f2, cu, dd = (v.get(k) for k in ("flashattn", "torch-fa2", "torch-cudnn",
+                                             "flashattn-det"))
+        case = f"{dt} d{d} {'causal' if c else 'full'} s{s}"
+        line = f"{case:<26}{tf(o)}{tf(f2)}{tf(cu)}{ratio(o, f2, 7)}{ratio(o, cu, 8)}"
+        if det:
+            line += tf(dd) + (f"{dd['ms'] / o['ms']:>10.2f}" if dd and o else f"{'-':>10}")
+        print(line)
 
 
 def main():
@@ -36,6 +138,8 @@ def main():
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--lib", default="build/libflashattn.so")
     ap.add_argument("--dims", default="64,128,256", help="head dims (the standard grid: 64,128,256)")
+    ap.add_argument("--op", default="fwd", choices=("fwd", "bwd"),
+                    help="the pass to time (backward: FLOPs 2.5 x the forward's)")
     args = ap.parse_args()
 
     lib = fa_ctypes.load(args.lib)
@@ -44,6 +148,7 @@ def main():
     dtypes = ["bf16"] if args.quick else ["bf16", "fp16"]
     stream = torch.cuda.current_stream().cuda_stream
     rows = []
+    det = [True]  # flashattn-det runs until the library refuses deterministic=1
     ceil = ceilings()
     print(f"ceilings: {ceil}", file=sys.stderr)
     for dt in dtypes:
@@ -52,6 +157,26 @@ def main():
                 for s in seqlens:
                     b, h = 16384 // s, 2048 // d
                     flops = 4 * b * h * s * s * d / (2 if causal else 1)
+                    if args.op == "bwd":
+                        flops *= 2.5
+                        try:
+                            res, errs = bwd_cell(lib, b, s, h, d, dt, causal, stream,
+                                                 args.repeats, det)
+                        except fa_ctypes.FaError as e:
+                            print(f"flashattn refused the backward ({dt} d{d} causal={int(causal)}"
+                                  f" s{s}): {e}", file=sys.stderr)
+                            sys.exit(2)
+                        for backend, ms in res.items():
+                            rows.append({"op": "bwd", "dtype": dt, "d": d, "causal": causal,
+                                         "b": b, "h": h, "s_q": s, "s_k": s, "backend": backend,
+                                         "ms": round(ms, 4), "tflops": round(flops / ms * 1e-9, 1),
+                                         "max_abs_diff_vs_torch_fa2": errs.get(backend)})
+                        print(f"{dt} d{d} causal={int(causal)} s{s} bwd: " +
+                              " ".join(f"{k}={flops / v * 1e-9:.0f}" for k, v in res.items()) +
+                              "".join(f" err[{k}]={v:.2e}" for k, v in errs.items()),
+                              file=sys.stderr)
+                        torch.cuda.empty_cache()  # the cell's sets are gone with bwd_cell
+                        continue
                     sets = []
                     for _ in range(3):  # 3 x (q, k, v) of 64 MB each: rotated, L2 is 60 MB
                         q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=DTYPES[dt])
@@ -93,6 +218,9 @@ def main():
     record = dict(record_header(lib, args.commit, ceil), rows=rows)
     with open(args.json, "w") as f:
         json.dump(record, f, indent=1)
+    if args.op == "bwd":
+        bwd_table(rows)
+        return
     # Short table last: TFLOP/s and ratios, ours / baseline.
     print(f"\n{'case':<26}{'ours':>7}{'fa2':>7}{'cudnn':>7}{'/fa2':>7}{'/cudnn':>8}")
     keyed = {}

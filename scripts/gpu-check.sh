@@ -7,7 +7,7 @@
 #   scripts/gpu-check.sh OUTDIR [--full-bench]
 # Environment: FA_ARCHS (default 90a), FA_COMMIT (recorded in the JSON), FA_GPU_CHECK_PYTHON=0
 # (skip the Python test suite; the overhead check still runs), FA_CMAKE_ARGS (extra configure
-# options, e.g. -DFA_CUDA_BACKWARD=ON for the experimental backward and its Grid/GpuBwd tests), FA_GTEST_SOURCE_DIR
+# options), FA_GPU_CHECK_BWD_BENCH=0 (skip the backward benchmark), FA_GTEST_SOURCE_DIR
 # (a GoogleTest source tree when the machine has no package; default .deps/googletest). fa-bench
 # needs CLI11 headers: the system's or .deps/CLI11 (carry .deps to the GPU machine).
 set -uo pipefail
@@ -31,14 +31,16 @@ summary+=("build: rc=$rc in $(( $(date +%s) - t0 ))s")
 if [ $rc -ne 0 ]; then tail -40 "$out/build.log"; exit 1; fi
 
 t0=$(date +%s)
-./build-gpu/tests/fa_tests --gtest_filter='Grid/Gpu*:*VanillaGpu*:GpuBackward*' > "$out/gpu-tests.log" 2>&1
+./build-gpu/tests/fa_tests \
+  --gtest_filter='Grid/Gpu*:*VanillaGpu*:GpuBackward*:HeadDims/GpuDropout*:HeadDims/GpuDeterministic*' \
+  > "$out/gpu-tests.log" 2>&1
 rc=$?
 summary+=("gpu tests: rc=$rc, $(grep -cE '^\[ +OK' "$out/gpu-tests.log") ok, $(grep -cE '^\[  FAILED' "$out/gpu-tests.log") failed lines, $(grep -cE '^\[  SKIPPED' "$out/gpu-tests.log") skipped, $(( $(date +%s) - t0 ))s")
 
 t0=$(date +%s)
 {
   echo "== memcheck"; compute-sanitizer --tool memcheck --error-exitcode 9 \
-    ./build-gpu/tests/fa_tests --gtest_filter='*Gpu*s113x203*' > "$out/memcheck.log" 2>&1
+    ./build-gpu/tests/fa_tests --gtest_filter='*Gpu*s113x203*:*GpuDropout*d64' > "$out/memcheck.log" 2>&1
   echo "rc=$?"
   echo "== racecheck"; compute-sanitizer --tool racecheck --error-exitcode 9 \
     ./build-gpu/tests/fa_tests --gtest_filter='*Gpu*_d64_*s113x203*:*Gpu*s113x203*_d64*:Grid/Gpu*s799x3*' > "$out/racecheck.log" 2>&1
@@ -67,6 +69,12 @@ t0=$(date +%s)
 python3 bench/gpu_bench.py --lib build-gpu/libflashattn.so --json "$out/bench.json" \
   --commit "${FA_COMMIT:-unknown}" "${bench_args[@]}" > "$out/bench-table.txt" 2> "$out/bench.log"
 summary+=("bench: rc=$? in $(( $(date +%s) - t0 ))s")
+if [ "${FA_GPU_CHECK_BWD_BENCH:-1}" = 1 ]; then
+  t0=$(date +%s)
+  python3 bench/gpu_bench.py --op bwd --lib build-gpu/libflashattn.so --json "$out/bench-bwd.json" \
+    --commit "${FA_COMMIT:-unknown}" "${bench_args[@]}" > "$out/bench-bwd-table.txt" 2> "$out/bench-bwd.log"
+  summary+=("bench bwd: rc=$? in $(( $(date +%s) - t0 ))s")
+fi
 
 echo "---- failures (first 30 lines)"
 grep -E "Failure|error|FAILED" "$out/gpu-tests.log" | head -30
@@ -76,5 +84,6 @@ echo "---- registers / spills"
 grep -E "registers|spill" "$out/build.log" | grep -v "0 bytes spill" | head -8
 echo "---- benchmark"
 cat "$out/bench-table.txt"
+[ -f "$out/bench-bwd-table.txt" ] && { echo "---- backward benchmark"; cat "$out/bench-bwd-table.txt"; tail -3 "$out/bench-bwd.log"; }
 echo "---- summary"
 printf '%s\n' "${summary[@]}"

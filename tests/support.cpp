@@ -112,6 +112,7 @@ std::string Case::name() const {
   if (softcap > 0) os << "_softcap" << softcap;
   if (alibi) os << "_alibi";
   if (dropout_p > 0) os << "_drop" << dropout_p;
+  if (deterministic) os << "_det";
   if (varlen()) os << "_varlen";
   if (strided) os << "_strided";
   std::string s = os.str();  // a valid GoogleTest name: letters, digits, underscores
@@ -197,6 +198,7 @@ fa_params Problem::params(fa_backend backend, bool with_grads) const {
   o.softcap = c.softcap;
   if (c.alibi) o.alibi_slopes = alibi.view();
   o.dropout_p = c.dropout_p;
+  o.deterministic = c.deterministic;
   o.seed = 0x1234567890abcdefull ^ c.seed;
   o.offset = 977 * c.seed;
   if (c.varlen()) {

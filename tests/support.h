@@ -56,6 +56,7 @@ struct Case {
   float softcap = 0.f;
   bool alibi = false;
   float dropout_p = 0.f;
+  bool deterministic = false;  // backward: the bit-reproducible mode
   float softmax_scale = 0.f;
   std::vector<int32_t> lens_q, lens_k;  // non-empty: packed variable-length batch
   bool strided = false;                 // (batch, heads, seq, dim) memory order plus padding

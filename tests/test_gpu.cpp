@@ -18,7 +18,8 @@ namespace fa::test {
 namespace {
 
 // The issue's grid, covered so that every value of every axis appears: dtype x head_dim x
-// feature, with GQA ratio, lengths and layout rotating through their values.
+// feature (none, causal, window, softcap, ALiBi, dropout 0.17), with GQA ratio, lengths, layout
+// and - for the backward - the deterministic mode rotating through their values.
 std::vector<Case> gpu_grid() {
   const fa_dtype dtypes[] = {FA_DTYPE_FP16, FA_DTYPE_BF16};
   const int64_t dims[] = {32, 64, 96, 128, 160, 192, 224, 256};
@@ -28,7 +29,7 @@ std::vector<Case> gpu_grid() {
   uint64_t n = 0;
   for (fa_dtype dt : dtypes)
     for (int64_t d : dims)
-      for (int feature = 0; feature < 5; ++feature) {
+      for (int feature = 0; feature < 6; ++feature) {
         Case c;
         c.seed = ++n;
         c.dtype = dt;
@@ -45,6 +46,8 @@ std::vector<Case> gpu_grid() {
         if (feature == 2) { c.window_left = 100; c.window_right = 17; }
         if (feature == 3) c.softcap = 30.f;
         if (feature == 4) c.alibi = true;
+        if (feature == 5) c.dropout_p = 0.17f;
+        c.deterministic = (n % 5) == 2;
         if (n % 4 == 0) {
           c.lens_q = {int32_t(c.seqlen_q), 0, 77, 1};
           c.lens_k = {int32_t(c.seqlen_k), 5, 0, 130};
@@ -73,9 +76,9 @@ TEST_P(Gpu, ForwardMatchesReference) {
 // A backward the CUDA backend cannot run must fail cleanly: the status from the workspace query
 // and from the call, a message, gradients untouched - also from a thread other than the one that
 // ran the forward, as PyTorch's autograd engine calls it (the Python suite once died with a
-// segmentation fault in that situation, on the H200: docs/python.md). Without the experimental
-// backward every CUDA backward is refused with FA_ERROR_BACKEND; with it (FA_CUDA_BACKWARD=ON)
-// dropout still is, with FA_ERROR_UNSUPPORTED.
+// segmentation fault in that situation, on the H200: docs/python.md). The call: fp32 inputs,
+// which the CUDA kernels refuse (FA_ERROR_UNSUPPORTED); a build without backward kernels
+// (FA_CUDA_BACKWARD=OFF) refuses every CUDA backward first (FA_ERROR_BACKEND).
 #ifdef FA_TEST_CUDA_BACKWARD
 constexpr fa_status kRefused = FA_ERROR_UNSUPPORTED;
 #else
@@ -86,7 +89,7 @@ TEST(GpuBackward, UnsupportedFailsCleanlyFromAnyThread) {
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
 #ifdef FA_TEST_CUDA
   Case c;
-  c.dtype = FA_DTYPE_FP16;
+  c.dtype = FA_DTYPE_FP32;
   c.head_dim = 64;
   c.heads_q = 4;
   c.heads_kv = 2;
@@ -94,10 +97,8 @@ TEST(GpuBackward, UnsupportedFailsCleanlyFromAnyThread) {
   c.seqlen_k = 56;
   c.causal = true;
   c.alibi = true;
-  c.pad = 8;
-#ifdef FA_TEST_CUDA_BACKWARD
   c.dropout_p = 0.17f;
-#endif
+  c.pad = 8;
   Problem pr(c);
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
   const fa_params& p = dev.p;
@@ -140,8 +141,8 @@ INSTANTIATE_TEST_SUITE_P(Grid, Gpu, ::testing::ValuesIn(gpu_grid()),
 
 // The backward on the forward's grid: our GPU forward, then our GPU backward reading its out
 // and lse, gradients against the fp64 reference by the 3x + 1e-4 rule (issue 4). Gradients
-// start poisoned (DeviceProblem). Skips, naming the reason, where the build or the kernel does
-// not cover the case (no experimental backward built; head_dim > 128).
+// start poisoned (DeviceProblem). Skips, naming the reason, in a build without backward kernels
+// or on a device whose shared memory is too small for the case's kernel.
 class GpuBwd : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuBwd, GradientsMatchReference) {

@@ -34,7 +34,7 @@ Kernel select_kernel(const Params& p, Pass pass) {
     return Kernel::CudaVanilla;
   }
   if (pass == Pass::Backward)
-    cuda::check_backward(p);  // FA_ERROR_BACKEND unless the experimental backward is built
+    cuda::check_backward(p);  // FA_ERROR_BACKEND in a build without backward kernels
   else
     cuda::check_forward(p);
   return Kernel::CudaSm80;

@@ -87,9 +87,6 @@ const char* check_forward(const Params& p) {
     fail(FA_ERROR_HEAD_DIM, "head_dim=", p.head_dim, " must be a multiple of 8 on CUDA");
   if (kernel_head_dim(p.head_dim) == 0)
     fail(FA_ERROR_HEAD_DIM, "head_dim=", p.head_dim, " has no CUDA kernel in this build (FA_HEAD_DIMS)");
-  if (p.dropout_p > 0.f)
-    fail(FA_ERROR_UNSUPPORTED, "dropout_p=", p.dropout_p,
-         " on CUDA is not implemented yet (it lands with the CUDA backward)");
   if (p.batch > 65535 || p.heads_q > 65535)
     fail(FA_ERROR_SIZE, "batch=", p.batch, ", heads_q=", p.heads_q, " must be <= 65535 on CUDA");
   // The kernels index keys and rows in 32 bits inside a sequence (tile loops, masks).
@@ -107,18 +104,25 @@ const char* check_forward(const Params& p) {
 void check_backward(const Params& p) {
 #ifdef FA_SM80_BWD_DIMS
   check_forward(p);
-  if (bwd_kernel_head_dim(p.head_dim) == 0)
-    fail(FA_ERROR_UNSUPPORTED, "head_dim=", p.head_dim,
-         " has no CUDA backward kernel yet (the experimental backward covers head_dim <= 128)");
-  if (p.deterministic)
-    fail(FA_ERROR_UNSUPPORTED, "deterministic=1 is not implemented by the CUDA backward yet");
+  const int kernel_d = bwd_kernel_head_dim(p.head_dim);
+  if (kernel_d == 0)
+    fail(FA_ERROR_HEAD_DIM, "head_dim=", p.head_dim, " has no CUDA backward kernel in this build");
+  // Head dims above 128 need more shared memory than sm86 / sm89 give a block (99 KB).
+  int smem_optin = 0;
+  DeviceGuard::check(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                            p.device.index),
+                     "cudaDeviceGetAttribute");
+  if (sm80::bwd_smem_bytes(kernel_d) > smem_optin)
+    fail(FA_ERROR_UNSUPPORTED, "head_dim=", p.head_dim, ": the CUDA backward kernel needs ",
+         sm80::bwd_smem_bytes(kernel_d), " bytes of shared memory per block; CUDA device ",
+         p.device.index, " allows ", smem_optin);
   check_view_alignment(p.dout, "dout");
   check_view_alignment(p.dq, "dq");
   check_view_alignment(p.dk, "dk");
   check_view_alignment(p.dv, "dv");
 #else
   fail(FA_ERROR_BACKEND, "no CUDA backward kernel in this build for q on CUDA device ",
-       p.device.index, " (the experimental one is built with -DFA_CUDA_BACKWARD=ON)");
+       p.device.index, " (configured with -DFA_CUDA_BACKWARD=OFF)");
 #endif
 }
 

@@ -1,5 +1,5 @@
-// The sm80-family backward kernels (EXPERIMENTAL, built with -DFA_CUDA_BACKWARD=ON): one per
-// (element type, head dim), each in its own generated file under instantiations/.
+// The sm80-family backward kernels (built unless -DFA_CUDA_BACKWARD=OFF): one per (element type,
+// head dim), each in its own generated file under instantiations/.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,13 +11,35 @@
 
 namespace fa::cuda::sm80 {
 
-// Head dims with a backward kernel (a call runs the smallest instantiated dim >= head_dim).
-constexpr int kBwdHeadDims[] = {32, 64, 96, 128};
+// Query rows per step of the main kernel (BwdTraits::kBlockM): the semaphores' granularity.
+constexpr int kBwdBlockM = 64;
 
-// Workspace of a backward with a kernel of head dim kernel_d: the fp32 dQ accumulator (rows x
-// heads_q x kernel_d) and D = rowsum(dO ∘ O) (rows x heads_q), rows = total_q.
+// Workspace of a backward with a kernel of head dim kernel_d, in this order: the fp32 dQ
+// accumulator (heads_q x rows x kernel_d), the deterministic mode's semaphores (int32, column
+// halves x heads_q x batch x query tiles of the longest sequence) and D = rowsum(dO ∘ O)
+// (heads_q x rows), rows = total_q. All 4-byte elements.
+struct BwdLayout {
+  size_t dq_acc_elems, sem_elems, dsum_elems, m_blocks;
+  size_t bytes() const { return (dq_acc_elems + sem_elems + dsum_elems) * 4; }
+};
+inline BwdLayout bwd_layout(const Params& p, int kernel_d) {
+  BwdLayout l;
+  const size_t rows = size_t(p.heads_q) * size_t(p.total_q);
+  l.m_blocks = size_t((p.seqlen_q + kBwdBlockM - 1) / kBwdBlockM);
+  l.dq_acc_elems = rows * size_t(kernel_d);
+  l.sem_elems = size_t(kernel_d > 128 ? 2 : 1) * size_t(p.heads_q) * size_t(p.batch) * l.m_blocks;
+  l.dsum_elems = rows;
+  return l;
+}
+// Dynamic shared memory of the main kernel (BwdTraits::kSmemBytes; the launch asserts they
+// agree): K, V, Q, dO tiles of 64 rows in 64-column blocks, the 64 x 64 dSᵀ tile, LSE and D.
+constexpr int bwd_smem_bytes(int kernel_d) {
+  return 2 * (4 * kBwdBlockM * ((kernel_d + 63) / 64 * 64) + kBwdBlockM * kBwdBlockM) +
+         2 * kBwdBlockM * 4;
+}
+
 inline size_t bwd_workspace_bytes(const Params& p, int kernel_d) {
-  return size_t(p.heads_q) * size_t(p.total_q) * size_t(kernel_d + 1) * sizeof(float);
+  return bwd_layout(p, kernel_d).bytes();
 }
 
 template <int kHeadDim, typename Tag>
@@ -30,6 +52,10 @@ FA_SM80_BWD_EXTERN(32)
 FA_SM80_BWD_EXTERN(64)
 FA_SM80_BWD_EXTERN(96)
 FA_SM80_BWD_EXTERN(128)
+FA_SM80_BWD_EXTERN(160)
+FA_SM80_BWD_EXTERN(192)
+FA_SM80_BWD_EXTERN(224)
+FA_SM80_BWD_EXTERN(256)
 #undef FA_SM80_BWD_EXTERN
 
 }  // namespace fa::cuda::sm80

@@ -1,9 +1,7 @@
-// EXPERIMENTAL (issue 4): the FlashAttention-2 backward for the sm80 family on the forward's
-// primitive layer. Built only with -DFA_CUDA_BACKWARD=ON (default OFF) and not yet run on a GPU:
-// until the GPU grid passes, a default build keeps refusing CUDA backwards (FA_ERROR_BACKEND).
-// Covers head dims 32..128, fp16 / bf16, every mask, softcap, ALiBi, GQA / MQA and packed
-// batches; not yet dropout, deterministic mode or head dims above 128 (the backend refuses
-// those with FA_ERROR_UNSUPPORTED). docs/cuda-kernels.md, "Backward".
+// The FlashAttention-2 backward for the sm80 family on the forward's primitive layer (issue 4):
+// every head dim of the forward, fp16 / bf16, every mask, softcap, ALiBi, GQA / MQA, packed
+// batches, dropout (the keep-mask regenerated from common/philox.h, bit for bit the CPU
+// backend's) and a deterministic mode. docs/cuda-kernels.md, "Backward".
 //
 // Three kernels per call:
 //   bwd_preprocess   D = rowsum(dO ∘ O) per (query head, row), fp32, into the workspace;
@@ -13,6 +11,17 @@
 //                    these keys; P is recomputed from Q, K and the saved LSE; dQ is accumulated in
 //                    fp32 in the workspace with atomics;
 //   bwd_postprocess  dQ fp32 -> the input type, into the caller's dq.
+//
+// Head dims above 128: dK and dV of a warp's 16 keys would cost d fp32 registers a thread on
+// top of Sᵀ and dPᵀ, so each key tile runs as kSplitD = 2 blocks, each owning half of the head
+// dim's columns of dK, dV and dQ. Both recompute Sᵀ and dPᵀ over the full head dim, which
+// costs 7/5 of the unsplit FLOPs (two of the five GEMMs twice).
+//
+// Deterministic mode (p.deterministic): the blocks of one kv head add into a dQ row block in
+// key-tile order. Block nb waits until a semaphore per (split, query head, batch, query tile)
+// counts the key tiles before it that touch the query tile, adds, then increments it. The
+// wait depends only on lower block indices, which the hardware dispatches first, so it always
+// ends; a spin limit traps instead of hanging if that ever fails.
 //
 // Warp w of the main kernel owns keys 16w .. 16w + 15 of the tile, so the transposed products
 // come out in registers in the layout the next mma wants (mma.cuh: the C layout of two n-tiles is
@@ -36,6 +45,7 @@
 #include "api/params.h"
 #include "common/dtype.h"
 #include "common/mask.h"
+#include "common/philox.h"
 #include "cuda/arch/cp_async.cuh"
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
@@ -45,13 +55,19 @@
 
 namespace fa::cuda::sm80 {
 
-template <int kHeadDim_, typename Tag_>
+template <int kHeadDim_, typename Tag_, bool kDropout_ = false>
 struct BwdTraits {
   using Tag = Tag_;
   static constexpr int kHeadDim = kHeadDim_;
-  // dK and dV of a warp's 16 keys cost kHeadDim fp32 registers a thread: d <= 128 only. Wider
-  // heads need dK / dV split over more warps (FA2: 8 warps) - not in this draft.
-  static_assert(kHeadDim % 32 == 0 && kHeadDim <= 128, "draft: head dims 32..128");
+  // The keep-mask's Philox words cost registers and instructions inside the step: a separate
+  // kernel, so that calls without dropout pay for none of it.
+  static constexpr bool kDropout = kDropout_;
+  static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "instantiated head dims: 32..256");
+  // dK and dV of a warp's 16 keys cost 2 kAccD / 4 fp32 registers a thread: above d = 128 each
+  // key tile is split into two blocks of half the columns (header comment).
+  static constexpr int kSplitD = kHeadDim > 128 ? 2 : 1;
+  static constexpr int kAccD = kHeadDim / kSplitD;
+  static_assert(kAccD % 16 == 0, "column halves are whole mma n-tile pairs");
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlockN = 16 * kWarps;  // keys per block, 16 per warp
@@ -64,12 +80,15 @@ struct BwdTraits {
 };
 
 // The workspace as the kernels see it (layout: bwd_sm80.h, bwd_workspace_bytes): the fp32 dQ
-// accumulator [heads_q][rows][kHeadDim], then D [heads_q][rows]; row = b * seqlen_q + i, or the
+// accumulator [heads_q][rows][kHeadDim], the deterministic mode's semaphores
+// [kSplitD][heads_q][batch][m_blocks], then D [heads_q][rows]; row = b * seqlen_q + i, or the
 // packed row of a variable-length batch.
 struct BwdWorkspace {
   float* dq_acc;
+  int* sem;
   float* dsum;
   int64_t rows;  // total_q
+  int m_blocks;  // query tiles of the longest sequence
 };
 
 template <typename Tag>
@@ -118,17 +137,41 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_postprocess(const __grid_cons
     *reinterpret_cast<uint32_t*>(dq + c) = pack2<Tag>(acc[c], acc[c + 1]);
 }
 
+// Query tiles [*begin, *end) that see a key of key tile nb (which must hold a key: nb kBlockN <
+// len_k); *begin == *end: none. The block's own loop and the deterministic mode's wait both use
+// it, so they agree on which blocks add into a query tile.
 template <class T>
-__global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_constant__ Params p,
-                                                             BwdWorkspace ws) {
+__device__ __forceinline__ void key_tile_rows(const Visibility& vis, int64_t len_q, int64_t len_k,
+                                              int nb, int* begin, int* end) {
+  const int64_t n0 = int64_t(nb) * T::kBlockN;
+  const int64_t keys = len_k - n0 < T::kBlockN ? len_k - n0 : T::kBlockN;
+  const int64_t row_lo = vis.row_begin(n0, len_q), row_hi = vis.row_end(n0 + keys, len_q);
+  *begin = int(row_lo / T::kBlockM);
+  *end = row_lo < row_hi ? int((row_hi + T::kBlockM - 1) / T::kBlockM) : *begin;
+}
+
+__device__ __forceinline__ int load_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void add_release(int* p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+// One block: key tile nb, columns [kC0, kC0 + kAccD) of dK, dV and dQ (the whole head dim when
+// kSplitD = 1).
+template <class T, int kSplit>
+__device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& ws, int nb,
+                                          uint16_t* smem) {
   using Tag = typename T::Tag;
   using KvTile = typename T::KvTile;
   using QTile = typename T::QTile;
   using STile = typename T::STile;
-  constexpr int kD = T::kHeadDim, kN = T::kBlockN, kM = T::kBlockM;
-  constexpr int kNtS = kM / 8;  // n-tiles of Sᵀ (queries)
-  constexpr int kNtD = kD / 8;  // n-tiles along the head dim
-  extern __shared__ __align__(128) uint16_t smem[];
+  constexpr int kD = T::kHeadDim, kN = T::kBlockN, kM = T::kBlockM, kAccD = T::kAccD;
+  constexpr int kC0 = kSplit * kAccD;
+  constexpr int kNtS = kM / 8;     // n-tiles of Sᵀ (queries)
+  constexpr int kNtD = kAccD / 8;  // n-tiles along this block's columns
   uint16_t* sK = smem;
   uint16_t* sV = sK + KvTile::kElems;
   uint16_t* sQ = sV + KvTile::kElems;
@@ -141,16 +184,17 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   const int g = lane / 4, t = lane % 4;
   const int64_t hk = blockIdx.y, b = blockIdx.z;
   const SeqInfo sq = p.seq(b);
-  const int64_t n0 = int64_t(blockIdx.x) * kN;
+  const int64_t n0 = int64_t(nb) * kN;
   if (n0 >= sq.len_k) return;
   const int d = int(p.head_dim);
   const int64_t keys = sq.len_k - n0 < kN ? sq.len_k - n0 : kN;
   const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
-  // Query rows that see any key of the tile.
-  const int64_t row_lo = vis.row_begin(n0, sq.len_q), row_hi = vis.row_end(n0 + keys, sq.len_q);
-  const int m_begin = int(row_lo / kM);
-  const int m_end = row_lo < row_hi ? int((row_hi + kM - 1) / kM) : m_begin;
+  int m_begin, m_end;  // query tiles that see a key of this tile
+  key_tile_rows<T>(vis, sq.len_q, sq.len_k, nb, &m_begin, &m_end);
   const int64_t acc0 = acc_row(p, b, sq);
+  DropoutStream drop{};
+  if constexpr (T::kDropout) drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
+  const bool deterministic = p.deterministic;
 
   load_tile<KvTile, T::kThreads>(sK, p.k.at<const uint16_t>(b, sq.k_start + n0, hk), p.k.stride_s,
                                  keys, d, tid);
@@ -176,6 +220,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   for (int64_t hq = hk * group; hq < (hk + 1) * group; ++hq) {
     const Logit<float> logit{p.softcap, p.alibi_slope(b, hq), sq.len_k - sq.len_q};
     const bool transform = logit.softcap > 0.f || logit.alibi_slope != 0.f;
+    const uint32_t bh = uint32_t(b * p.heads_q + hq);  // the dropout stream's matrix
     for (int mb = m_begin; mb < m_end; ++mb) {
       const int64_t m0 = int64_t(mb) * kM;
       const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
@@ -193,7 +238,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       cp_async_wait<0>();
       __syncthreads();
 
-      // Sᵀ_w = K_w Qᵀ and dPᵀ_w = V_w dOᵀ, both (16 keys) x (kM queries).
+      // Sᵀ_w = K_w Qᵀ and dPᵀ_w = V_w dOᵀ, both (16 keys) x (kM queries), over the full head dim.
       float st[kNtS][4], dpt[kNtS][4];
 #pragma unroll
       for (int nt = 0; nt < kNtS; ++nt)
@@ -216,10 +261,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
         }
       }
 
-      // P and dS in place (st <- P, dpt <- dS with the scale and the softcap derivative).
-      // Element e of tile nt: key kr = 16 warp + g + 8 (e / 2), query qc = 8 nt + 2t + e % 2 of
-      // the step; the mask and ALiBi distance in 32-bit tile coordinates (StepWindow,
-      // host-tested in tests/test_tile_ranges.cpp).
+      // P and dS in place (st <- P ∘ keep, dpt <- dS with the scale and the softcap
+      // derivative). Element e of tile nt: key kr = 16 warp + g + 8 (e / 2), query
+      // qc = 8 nt + 2t + e % 2 of the step; the mask and ALiBi distance in 32-bit tile
+      // coordinates (StepWindow, host-tested in tests/test_tile_ranges.cpp). With dropout the
+      // forward's P·V saw P ∘ keep (keep = 0 or 1 / (1 - p)), so dS = P ∘ (dP ∘ keep - D) and
+      // dV takes P ∘ [kept], scaled by 1 / (1 - p) in fp32 at the end (as the forward does, so
+      // that no scaled P is rounded to 16 bits).
       const bool masked =
           n0 + kN > sq.len_k || !vis.block_unmasked(m0, m0 + rows, n0, n0 + kN);
       const StepWindow win(vis, m0, n0, sq.len_k, kN);
@@ -239,21 +287,28 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
           }
           float pr = exp2_fast((x - sLse[qc]) * kLog2e);
           if (masked && !win.visible(kr, qc)) pr = 0.f;
-          st[nt][e] = pr;
-          dpt[nt][e] = pr * (dpt[nt][e] - sD[qc]) * dx * scale;
+          float dp = dpt[nt][e], pk = pr;
+          if constexpr (T::kDropout) {
+            const bool kept = drop.keep(bh, uint32_t(m0 + qc), uint32_t(n0 + kr));
+            dp = kept ? dp * drop.keep_scale : 0.f;
+            pk = kept ? pr : 0.f;  // dV's 1 / (1 - p) is applied once, when it is written
+          }
+          st[nt][e] = pk;
+          dpt[nt][e] = pr * (dp - sD[qc]) * dx * scale;
         }
 
-      // dV_w += Pᵀ_w dO, dK_w += dSᵀ_w Q: k-step kk covers queries 16 kk .. 16 kk + 15.
+      // dV_w += Pᵀ_w dO, dK_w += dSᵀ_w Q over this block's columns: k-step kk covers queries
+      // 16 kk .. 16 kk + 15.
 #pragma unroll
       for (int kk = 0; kk < kM / 16; ++kk) {
         uint32_t pa[4], da[4];
         pack_a<Tag>(st[2 * kk], st[2 * kk + 1], pa);
         pack_a<Tag>(dpt[2 * kk], dpt[2 * kk + 1], da);
 #pragma unroll
-        for (int ndp = 0; ndp < kD / 16; ++ndp) {
+        for (int ndp = 0; ndp < kAccD / 16; ++ndp) {
           uint32_t bo[4], bq[4];
-          ldmatrix_x4_trans(bo, adO + QTile::frag_offset(q_a, kk * 16, ndp * 16));
-          ldmatrix_x4_trans(bq, aQ + QTile::frag_offset(q_a, kk * 16, ndp * 16));
+          ldmatrix_x4_trans(bo, adO + QTile::frag_offset(q_a, kk * 16, kC0 + ndp * 16));
+          ldmatrix_x4_trans(bq, aQ + QTile::frag_offset(q_a, kk * 16, kC0 + ndp * 16));
           mma_m16n8k16<Tag>(dv[2 * ndp], pa, {bo[0], bo[1]});
           mma_m16n8k16<Tag>(dv[2 * ndp + 1], pa, {bo[2], bo[3]});
           mma_m16n8k16<Tag>(dk[2 * ndp], da, {bq[0], bq[1]});
@@ -270,7 +325,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       }
       __syncthreads();  // dSᵀ complete
 
-      // dQ rows 16 warp .. 16 warp + 15 of this step += dS K, into the fp32 accumulator.
+      // dQ rows 16 warp .. 16 warp + 15 of this step += dS K over this block's columns.
       float dq[kNtD][4];
 #pragma unroll
       for (int nd = 0; nd < kNtD; ++nd)
@@ -281,48 +336,88 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
         uint32_t a[4];
         ldmatrix_x4_trans(a, adS + STile::frag_offset(s_bt, kk * 16, warp * 16));
 #pragma unroll
-        for (int ndp = 0; ndp < kD / 16; ++ndp) {
+        for (int ndp = 0; ndp < kAccD / 16; ++ndp) {
           uint32_t bk[4];
-          ldmatrix_x4_trans(bk, aK + KvTile::frag_offset(kv_a, kk * 16, ndp * 16));
+          ldmatrix_x4_trans(bk, aK + KvTile::frag_offset(kv_a, kk * 16, kC0 + ndp * 16));
           mma_m16n8k16<Tag>(dq[2 * ndp], a, {bk[0], bk[1]});
           mma_m16n8k16<Tag>(dq[2 * ndp + 1], a, {bk[2], bk[3]});
         }
+      }
+      int* sem = nullptr;
+      if (deterministic) {
+        // Wait for the key tiles before this one that add into this query tile.
+        sem = ws.sem + ((int64_t(kSplit) * p.heads_q + hq) * p.batch + b) * ws.m_blocks + mb;
+        int before = 0;
+        for (int j0 = 0; j0 < nb; j0 += T::kThreads) {
+          const int j = j0 + tid;
+          int jb = 0, je = 0;
+          if (j < nb) key_tile_rows<T>(vis, sq.len_q, sq.len_k, j, &jb, &je);
+          before += __syncthreads_count(jb <= mb && mb < je);
+        }
+        if (tid == 0) {
+          long long spins = 0;
+          while (load_acquire(sem) < before) {
+            __nanosleep(64);
+            if (++spins > (1ll << 30)) __trap();  // a lower block never ran: not a hang
+          }
+        }
+        __syncthreads();
       }
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int64_t i = m0 + warp * 16 + g + 8 * r;
         if (i >= sq.len_q) continue;
-        float* acc = ws.dq_acc + (hq * ws.rows + acc0 + i) * kD;
+        float* acc = ws.dq_acc + (hq * ws.rows + acc0 + i) * kD + kC0;
 #pragma unroll
         for (int nd = 0; nd < kNtD; ++nd) {
           const int c = 8 * nd + 2 * t;
-          if (c < d) {
+          if (kC0 + c < d) {
             atomicAdd(acc + c, dq[nd][2 * r]);
             atomicAdd(acc + c + 1, dq[nd][2 * r + 1]);
           }
         }
       }
+      if (deterministic) __threadfence();
       __syncthreads();  // the next step overwrites Q, dO, dSᵀ, LSE and D
+      if (deterministic && tid == 0) add_release(sem, 1);
     }
   }
 
   cp_async_wait<0>();  // a tile no query sees ran no step: its K / V copies may be in flight
 
   // dK, dV of the warp's keys (zero for keys no query sees).
+  const float dv_scale = T::kDropout ? drop.keep_scale : 1.f;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int64_t j = n0 + warp * 16 + g + 8 * r;
     if (j >= sq.len_k) continue;
-    uint16_t* dkp = p.dk.at<uint16_t>(b, sq.k_start + j, hk);
-    uint16_t* dvp = p.dv.at<uint16_t>(b, sq.k_start + j, hk);
+    uint16_t* dkp = p.dk.at<uint16_t>(b, sq.k_start + j, hk) + kC0;
+    uint16_t* dvp = p.dv.at<uint16_t>(b, sq.k_start + j, hk) + kC0;
 #pragma unroll
     for (int nd = 0; nd < kNtD; ++nd) {
       const int c = 8 * nd + 2 * t;
-      if (c < d) {
+      if (kC0 + c < d) {
         *reinterpret_cast<uint32_t*>(dkp + c) = pack2<Tag>(dk[nd][2 * r], dk[nd][2 * r + 1]);
-        *reinterpret_cast<uint32_t*>(dvp + c) = pack2<Tag>(dv[nd][2 * r], dv[nd][2 * r + 1]);
+        *reinterpret_cast<uint32_t*>(dvp + c) =
+            pack2<Tag>(dv[nd][2 * r] * dv_scale, dv[nd][2 * r + 1] * dv_scale);
       }
     }
+  }
+}
+
+// Grid (key tiles x kSplitD, kv heads, batch); block x = key tile nb, column half x % kSplitD.
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_constant__ Params p,
+                                                             BwdWorkspace ws) {
+  extern __shared__ __align__(128) uint16_t smem[];
+  if constexpr (T::kSplitD == 1) {
+    bwd_block<T, 0>(p, ws, int(blockIdx.x), smem);
+  } else {
+    static_assert(T::kSplitD == 2, "two column halves");
+    if (blockIdx.x % 2 == 0)
+      bwd_block<T, 0>(p, ws, int(blockIdx.x / 2), smem);
+    else
+      bwd_block<T, 1>(p, ws, int(blockIdx.x / 2), smem);
   }
 }
 

@@ -1,5 +1,5 @@
-// Host side of the sm80 backward (EXPERIMENTAL, see bwd_kernel.cuh): the workspace split, the
-// dQ accumulator cleared, three launches on the caller's stream. Included only by the generated
+// Host side of the sm80 backward (bwd_kernel.cuh): the workspace split, the dQ accumulator and
+// semaphores cleared, three launches on the caller's stream. Included only by the generated
 // instantiation files (src/cuda/instantiations/bwd_sm80_*), one (dtype, head_dim) each.
 #pragma once
 
@@ -11,32 +11,56 @@
 
 namespace fa::cuda::sm80 {
 
+// The main kernel with or without dropout (each explicitly instantiated in its own file).
+template <class T>
+void launch_bwd_main(const Params& p, const BwdWorkspace& ws, cudaStream_t stream) {
+  cudaError_t e = cudaFuncSetAttribute(bwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       T::kSmemBytes);
+  if (e != cudaSuccess)
+    fail(FA_ERROR_CUDA, "cudaFuncSetAttribute (sm80 backward, d", T::kHeadDim,
+         "): ", cudaGetErrorString(e));
+  const dim3 grid(unsigned((p.seqlen_k + T::kBlockN - 1) / T::kBlockN * T::kSplitD),
+                  unsigned(p.heads_kv), unsigned(p.batch));
+  bwd_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, ws);
+  e = cudaGetLastError();
+  if (e != cudaSuccess)
+    fail(FA_ERROR_CUDA, "main kernel launch (sm80 backward, d", T::kHeadDim,
+         "): ", cudaGetErrorString(e));
+}
+
 template <int kHeadDim, typename Tag>
 void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
   using T = BwdTraits<kHeadDim, Tag>;
+  static_assert(T::kBlockM == kBwdBlockM && T::kSmemBytes == bwd_smem_bytes(kHeadDim) &&
+                    T::kSplitD == (kHeadDim > 128 ? 2 : 1),
+                "bwd_sm80.h's workspace and shared-memory figures follow the traits");
   constexpr int kRowWarps = 4;  // pre- / postprocess: one warp per query row
+  const BwdLayout layout = bwd_layout(p, kHeadDim);
   BwdWorkspace ws;
   ws.rows = p.total_q;
+  ws.m_blocks = int(layout.m_blocks);
   ws.dq_acc = static_cast<float*>(workspace);
-  ws.dsum = ws.dq_acc + p.heads_q * p.total_q * kHeadDim;
+  ws.sem = reinterpret_cast<int*>(ws.dq_acc + layout.dq_acc_elems);
+  ws.dsum = reinterpret_cast<float*>(ws.sem + layout.sem_elems);
   auto check = [](cudaError_t e, const char* what) {
     if (e != cudaSuccess)
       fail(FA_ERROR_CUDA, what, " (sm80 backward, d", kHeadDim, "): ", cudaGetErrorString(e));
   };
+  // The accumulator and the semaphores are adjacent: one clear (the semaphores only matter in
+  // deterministic mode).
   check(cudaMemsetAsync(ws.dq_acc, 0,
-                        size_t(p.heads_q) * size_t(p.total_q) * kHeadDim * sizeof(float), stream),
+                        layout.dq_acc_elems * sizeof(float) +
+                            (p.deterministic ? layout.sem_elems * sizeof(int) : 0),
+                        stream),
         "clearing the dQ accumulator");
   const dim3 rows_grid(unsigned((p.seqlen_q + kRowWarps - 1) / kRowWarps), unsigned(p.heads_q),
                        unsigned(p.batch));
   bwd_preprocess<Tag, kRowWarps><<<rows_grid, 32 * kRowWarps, 0, stream>>>(p, ws);
   check(cudaGetLastError(), "preprocess launch");
-  check(cudaFuncSetAttribute(bwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             T::kSmemBytes),
-        "cudaFuncSetAttribute");
-  const dim3 grid(unsigned((p.seqlen_k + T::kBlockN - 1) / T::kBlockN), unsigned(p.heads_kv),
-                  unsigned(p.batch));
-  bwd_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, ws);
-  check(cudaGetLastError(), "main kernel launch");
+  if (p.dropout_p > 0.f)
+    launch_bwd_main<BwdTraits<kHeadDim, Tag, true>>(p, ws, stream);
+  else
+    launch_bwd_main<T>(p, ws, stream);
   bwd_postprocess<Tag, kHeadDim, kRowWarps><<<rows_grid, 32 * kRowWarps, 0, stream>>>(p, ws);
   check(cudaGetLastError(), "postprocess launch");
 }

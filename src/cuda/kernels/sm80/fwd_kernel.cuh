@@ -46,12 +46,14 @@ __device__ __forceinline__ void tile_step(const Params& p, const RowKeys& rk,
                                           float scale_log2, int n0, const QkGemm<T>& qk,
                                           const PvGemm<T>& pv,
                                           float (&o)[T::kMTiles][T::kHeadDim / 8][4],
-                                          FwdState<T::kMTiles>& st, int lane, Between&& between) {
+                                          FwdState<T::kMTiles>& st, const FwdDropout& dr,
+                                          int lane, Between&& between) {
   float s[T::kMTiles][T::kBlockN / 8][4];  // S, then P: (kRowsPerWarp, kBlockN) fp32 per warp
   qk.run(s);
   between();
   transform_mask<T, kMask>(p, rk, logit, transform, n0, s, lane);
   softmax_update<T>(s, o, st, scale_log2);
+  if constexpr (T::kDropout) apply_dropout<T>(dr, n0, s, lane);
   PackedP<T> pp;
   pack_p<T>(s, pp);
   pv.run(o, pp);
@@ -137,6 +139,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   // This thread's first row; the others are row_g + 8 and + 16 mt.
   const int64_t row_g = m0 + warp * T::kRowsPerWarp + g;
   const RowKeys rk(vis, row_g, sq.len_k);
+  FwdDropout dr{};
+  if constexpr (T::kDropout)
+    dr = FwdDropout{DropoutStream::make(p.seed, p.offset, p.dropout_p),
+                    uint32_t(b * p.heads_q + h), int(row_g)};
   const WarpTiles warp_tiles(vis, m0 + warp * T::kRowsPerWarp, T::kRowsPerWarp, sq.len_k,
                              T::kBlockN);
 
@@ -151,6 +157,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
     else
       transform_mask<T, false>(p, rk, logit, transform, nb * T::kBlockN, s, lane);
     softmax_update<T>(s, o, st, scale_log2);
+    if constexpr (T::kDropout) apply_dropout<T>(dr, nb * T::kBlockN, s, lane);
     pack_p<T>(s, pp);
   };
 
@@ -224,9 +231,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
       if (tile_idle(nb))
         between();
       else if (tile_masked(nb))
-        tile_step<T, true>(p, rk, logit, transform, scale_log2, n0, qk, pv, o, st, lane, between);
+        tile_step<T, true>(p, rk, logit, transform, scale_log2, n0, qk, pv, o, st, dr, lane,
+                           between);
       else
-        tile_step<T, false>(p, rk, logit, transform, scale_log2, n0, qk, pv, o, st, lane, between);
+        tile_step<T, false>(p, rk, logit, transform, scale_log2, n0, qk, pv, o, st, dr, lane,
+                            between);
     }
   }
   cp_async_wait<0>();
@@ -249,7 +258,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
       l += __shfl_xor_sync(0xffffffffu, l, 1);
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const bool empty = l == 0.f;  // no visible key: O = 0, LSE = -inf
-      const float inv = empty ? 0.f : 1.f / l;
+      float inv = empty ? 0.f : 1.f / l;
+      if constexpr (T::kDropout) inv *= dr.drop.keep_scale;  // kept P's 1 / (1 - p)
       const int local = warp * T::kRowsPerWarp + 16 * mt + 8 * r + g;  // row in the block
 #pragma unroll
       for (int nd = 0; nd < T::kHeadDim / 8; ++nd)

@@ -10,9 +10,9 @@
 
 namespace fa::cuda::sm80 {
 
-template <int kHeadDim, typename Tag>
-void run_fwd(const Params& p, cudaStream_t stream) {
-  using T = FwdTraits<kHeadDim, Tag>;
+template <class T>
+void launch_fwd(const Params& p, cudaStream_t stream) {
+  constexpr int kHeadDim = T::kHeadDim;
   // Above 48 KB a kernel must opt in to dynamic shared memory; once per device and process is
   // enough, but the call is cheap and idempotent, so it stays on the launch path for simplicity.
   cudaError_t err = cudaFuncSetAttribute(fwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -25,6 +25,14 @@ void run_fwd(const Params& p, cudaStream_t stream) {
   err = cudaGetLastError();
   if (err != cudaSuccess)
     fail(FA_ERROR_CUDA, "forward kernel (sm80, d", kHeadDim, ") launch: ", cudaGetErrorString(err));
+}
+
+template <int kHeadDim, typename Tag>
+void run_fwd(const Params& p, cudaStream_t stream) {
+  if (p.dropout_p > 0.f)
+    launch_fwd<FwdTraits<kHeadDim, Tag, true>>(p, stream);
+  else
+    launch_fwd<FwdTraits<kHeadDim, Tag, false>>(p, stream);
 }
 
 }  // namespace fa::cuda::sm80

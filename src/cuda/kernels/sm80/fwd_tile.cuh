@@ -9,6 +9,7 @@
 
 #include "api/params.h"
 #include "common/mask.h"
+#include "common/philox.h"
 #include "cuda/arch/cp_async.cuh"
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
@@ -299,6 +300,41 @@ __device__ __forceinline__ void softmax_update(float (&s)[T::kMTiles][T::kBlockN
         s[mt][nt][2 * r] = exp2_fast(fmaf(s[mt][nt][2 * r], scale_log2, -m_scaled));
         s[mt][nt][2 * r + 1] = exp2_fast(fmaf(s[mt][nt][2 * r + 1], scale_log2, -m_scaled));
         st.l[mt][r] += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
+      }
+    }
+}
+
+// Dropout of one tile's P (kDropout kernels), after the row sums took the undropped P: element
+// (row, key) is kept with the word common/philox.h assigns it, so the keep-mask is the CPU
+// backend's bit for bit. Dropped elements become 0; kept ones stay unscaled, and the epilogue
+// multiplies O by 1 / (1 - p) in fp32 (scaling P first would round P / (1 - p) to 16 bits: a
+// 0.1% bias in bf16 that shows in the backward's D = rowsum(dO ∘ O)). Thread t holds keys
+// 8 nt + 2t, + 1 of each n-tile: words 2 (t % 2), + 1 of the Philox block of columns
+// 4 ((n0 + 8 nt) / 4 + t / 2) .. + 3.
+struct FwdDropout {
+  DropoutStream drop;
+  uint32_t bh;  // b * heads_q + h: the stream's matrix
+  int row_g;    // this thread's first row in the sequence (rows fit 32 bits: validation)
+};
+
+template <class T>
+__device__ __forceinline__ void apply_dropout(const FwdDropout& dr, int n0,
+                                              float (&s)[T::kMTiles][T::kBlockN / 8][4],
+                                              int lane) {
+  const int t = lane % 4;
+#pragma unroll
+  for (int mt = 0; mt < T::kMTiles; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint32_t row = uint32_t(dr.row_g + 16 * mt + 8 * r);
+#pragma unroll
+      for (int nt = 0; nt < T::kBlockN / 8; ++nt) {
+        const Philox4 w = dr.drop.words(dr.bh, row, uint32_t((n0 + 8 * nt) / 4 + t / 2));
+        const uint32_t w0 = (t & 1) ? w.x[2] : w.x[0], w1 = (t & 1) ? w.x[3] : w.x[1];
+        float& s0 = s[mt][nt][2 * r];
+        float& s1 = s[mt][nt][2 * r + 1];
+        if (!dr.drop.keep(w0)) s0 = 0.f;
+        if (!dr.drop.keep(w1)) s1 = 0.f;
       }
     }
 }

@@ -64,10 +64,13 @@ enum class Pipeline {
   kOverlap = 2,
 };
 
-template <int kHeadDim_, typename Tag_>
+template <int kHeadDim_, typename Tag_, bool kDropout_ = false>
 struct FwdTraits {
   using Tag = Tag_;  // Bf16Tag or Fp16Tag: picks the mma and conversion instructions
   static constexpr int kHeadDim = kHeadDim_;
+  // Dropout on P before P·V (a separate kernel, so the kernels without it carry none of its
+  // registers or instructions).
+  static constexpr bool kDropout = kDropout_;
   static_assert(kHeadDim % 32 == 0 && kHeadDim >= 32 && kHeadDim <= 256,
                 "instantiated head dims are multiples of 32 up to 256; others round up");
   // "Wide" head dims: the O accumulator of two m-tiles (2 x d/2 fp32 registers) no longer fits.
