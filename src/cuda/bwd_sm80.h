@@ -31,11 +31,16 @@ inline BwdLayout bwd_layout(const Params& p, int kernel_d) {
   l.dsum_elems = rows;
   return l;
 }
+// Keys per block of the main kernel (BwdTraits::kBlockN): 16 per warp, 8 warps up to d = 128.
+constexpr int bwd_block_n(int kernel_d) { return kernel_d <= 128 ? 128 : 64; }
+
 // Dynamic shared memory of the main kernel (BwdTraits::kSmemBytes; the launch asserts they
-// agree): K, V, Q, dO tiles of 64 rows in 64-column blocks, the 64 x 64 dSᵀ tile, LSE and D.
+// agree): K and V tiles of bwd_block_n keys, two buffers each of the Q and dO tiles (64 rows),
+// all in 64-column blocks; the dSᵀ tile; two buffers of LSE and D.
 constexpr int bwd_smem_bytes(int kernel_d) {
-  return 2 * (4 * kBwdBlockM * ((kernel_d + 63) / 64 * 64) + kBwdBlockM * kBwdBlockM) +
-         2 * kBwdBlockM * 4;
+  return 2 * ((2 * bwd_block_n(kernel_d) + 4 * kBwdBlockM) * ((kernel_d + 63) / 64 * 64) +
+              bwd_block_n(kernel_d) * kBwdBlockM) +
+         4 * kBwdBlockM * 4;
 }
 
 inline size_t bwd_workspace_bytes(const Params& p, int kernel_d) {

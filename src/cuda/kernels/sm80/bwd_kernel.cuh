@@ -9,7 +9,8 @@
 //                    shared memory, dK and dV in registers across every query head of the group
 //                    (GQA: summed without per-query-head copies) and every query tile that sees
 //                    these keys; P is recomputed from Q, K and the saved LSE; dQ is accumulated in
-//                    fp32 in the workspace with atomics;
+//                    fp32 in the workspace with atomics (8-byte vector atomics on sm90); the next
+//                    step's Q, dO, LSE and D stream in (cp.async, two buffers) during a step;
 //   bwd_postprocess  dQ fp32 -> the input type, into the caller's dq.
 //
 // Head dims above 128: dK and dV of a warp's 16 keys would cost d fp32 registers a thread on
@@ -31,9 +32,9 @@
 //   dV_w += Pᵀ_w dO     A: Pᵀ from registers            B: dO through ldmatrix.trans (as V in P·V)
 //   dK_w += dSᵀ_w Q     A: dSᵀ from registers           B: Q through ldmatrix.trans
 //   dQ   += dS K        dS has query rows: warps exchange it through shared memory (dSᵀ stored
-//                       row = key), and warp w then takes query rows 16w .. 16w + 15: A is dS read
-//                       from dSᵀ with ldmatrix.trans at bt_lane offsets, B is K through
-//                       ldmatrix.trans.
+//                       row = key), and each warp then takes 16 query rows (and, with 8 warps,
+//                       half of the columns): A is dS read from dSᵀ with ldmatrix.trans at
+//                       bt_lane offsets, B is K through ldmatrix.trans.
 // with P = exp(logit - LSE), dS = P ∘ (dP - D), and the chain rule through softcap and the
 // softmax scale folded into dS (dK and dQ then need no scaling).
 #pragma once
@@ -68,15 +69,25 @@ struct BwdTraits {
   static constexpr int kSplitD = kHeadDim > 128 ? 2 : 1;
   static constexpr int kAccD = kHeadDim / kSplitD;
   static_assert(kAccD % 16 == 0, "column halves are whole mma n-tile pairs");
-  static constexpr int kWarps = 4;
+  // Warp w owns keys 16 w .. 16 w + 15, so a block of kWarps warps covers kBlockN = 16 kWarps
+  // keys, and every step of kBlockM = 64 queries costs kBlockM x kAccD dQ atomics and one Q /
+  // dO tile load whatever kBlockN is: 8 warps (128 keys) halve both per FLOP against 4. Head
+  // dims above 128 keep 4 warps: their K, V and double-buffered Q, dO tiles would not fit in
+  // shared memory with 128 keys.
+  static constexpr int kWarps = kHeadDim <= 128 ? 8 : 4;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kBlockN = 16 * kWarps;  // keys per block, 16 per warp
-  static constexpr int kBlockM = 16 * kWarps;  // queries per step: dQ takes 16 rows per warp
+  static constexpr int kBlockN = 16 * kWarps;  // keys per block
+  static constexpr int kBlockM = 64;           // queries per step
+  // dQ (kBlockM x kAccD) of a step: kBlockM / 16 row groups of 16; with 8 warps each row group
+  // is split into two column groups.
+  static constexpr int kDqColGroups = kWarps / (kBlockM / 16);
+  static constexpr int kDqCols = kAccD / kDqColGroups;
+  static_assert(kDqCols % 16 == 0, "dQ column groups are whole mma n-tile pairs");
   using KvTile = SwizzledTile<kBlockN, kHeadDim>;
-  using QTile = SwizzledTile<kBlockM, kHeadDim>;  // Q and dO
+  using QTile = SwizzledTile<kBlockM, kHeadDim>;  // Q and dO, two buffers each
   using STile = SwizzledTile<kBlockN, kBlockM>;   // dSᵀ: row = key, column = query
   static constexpr int kSmemBytes =
-      2 * (2 * KvTile::kElems + 2 * QTile::kElems + STile::kElems) + 2 * kBlockM * 4;
+      2 * (2 * KvTile::kElems + 4 * QTile::kElems + STile::kElems) + 4 * kBlockM * 4;
 };
 
 // The workspace as the kernels see it (layout: bwd_sm80.h, bwd_workspace_bytes): the fp32 dQ
@@ -159,8 +170,45 @@ __device__ __forceinline__ void add_release(int* p, int v) {
   asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 
+// fp32 pair += (a, b) in global memory: one 8-byte vector atomic on sm90, two scalar ones before.
+__device__ __forceinline__ void atomic_add2(float* dst, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(dst), make_float2(a, b));
+#else
+  atomicAdd(dst, a);
+  atomicAdd(dst + 1, b);
+#endif
+}
+
+// dQ rows 16 rg .. 16 rg + 15 of the step, columns kC0 + kCg kDqCols + [0, kDqCols), += dS K
+// (A: dS read from dSᵀ with ldmatrix.trans at bt_lane offsets, B: K through ldmatrix.trans).
+// kCg is a template argument so that every fragment offset stays a compile-time lane offset.
+template <class T, int kC0, int kCg>
+__device__ __forceinline__ void dq_gemm(float (&dq)[T::kDqCols / 8][4], uint32_t adS, uint32_t aK,
+                                        const typename T::STile::LaneOffsets& s_bt,
+                                        const typename T::KvTile::LaneOffsets& kv_a, int rg) {
+#pragma unroll
+  for (int nd = 0; nd < T::kDqCols / 8; ++nd)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dq[nd][e] = 0.f;
+#pragma unroll
+  for (int kk = 0; kk < T::kBlockN / 16; ++kk) {
+    uint32_t a[4];
+    ldmatrix_x4_trans(a, adS + T::STile::frag_offset(s_bt, kk * 16, rg * 16));
+#pragma unroll
+    for (int ndp = 0; ndp < T::kDqCols / 16; ++ndp) {
+      uint32_t bk[4];
+      ldmatrix_x4_trans(bk, aK + T::KvTile::frag_offset(kv_a, kk * 16,
+                                                        kC0 + kCg * T::kDqCols + ndp * 16));
+      mma_m16n8k16<typename T::Tag>(dq[2 * ndp], a, {bk[0], bk[1]});
+      mma_m16n8k16<typename T::Tag>(dq[2 * ndp + 1], a, {bk[2], bk[3]});
+    }
+  }
+}
+
 // One block: key tile nb, columns [kC0, kC0 + kAccD) of dK, dV and dQ (the whole head dim when
-// kSplitD = 1).
+// kSplitD = 1). Its steps walk (query head of the group, query tile) pairs; the Q, dO, LSE and D
+// of step s + 1 stream into the other buffer while step s computes.
 template <class T, int kSplit>
 __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& ws, int nb,
                                           uint16_t* smem) {
@@ -171,14 +219,14 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   constexpr int kD = T::kHeadDim, kN = T::kBlockN, kM = T::kBlockM, kAccD = T::kAccD;
   constexpr int kC0 = kSplit * kAccD;
   constexpr int kNtS = kM / 8;     // n-tiles of Sᵀ (queries)
-  constexpr int kNtD = kAccD / 8;  // n-tiles along this block's columns
+  constexpr int kNtD = kAccD / 8;  // n-tiles of dK / dV along this block's columns
   uint16_t* sK = smem;
   uint16_t* sV = sK + KvTile::kElems;
-  uint16_t* sQ = sV + KvTile::kElems;
-  uint16_t* sdO = sQ + QTile::kElems;
-  uint16_t* sdS = sdO + QTile::kElems;
-  float* sLse = reinterpret_cast<float*>(sdS + STile::kElems);
-  float* sD = sLse + kM;
+  uint16_t* sQ = sV + KvTile::kElems;     // [2][QTile]
+  uint16_t* sdO = sQ + 2 * QTile::kElems;  // [2][QTile]
+  uint16_t* sdS = sdO + 2 * QTile::kElems;
+  float* sLse = reinterpret_cast<float*>(sdS + STile::kElems);  // [2][kM]
+  float* sD = sLse + 2 * kM;                                      // [2][kM]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
@@ -191,15 +239,40 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
   int m_begin, m_end;  // query tiles that see a key of this tile
   key_tile_rows<T>(vis, sq.len_q, sq.len_k, nb, &m_begin, &m_end);
+  const int m_steps = m_end - m_begin;
+  const int group = int(p.group());
+  const int steps = m_steps * group;  // (query head, query tile) pairs, head-major
   const int64_t acc0 = acc_row(p, b, sq);
   DropoutStream drop{};
   if constexpr (T::kDropout) drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
   const bool deterministic = p.deterministic;
 
+  // Q, dO, LSE and D of step s into buffer buf. Rows past the sequence arrive as zeros: their
+  // P is exp(0 - 0) = 1, but with dO = 0, Q = 0 and D = 0 they add nothing to dV, dK or dS,
+  // and their dQ is never written.
+  auto load_step = [&](int s, int buf) {
+    const int64_t hq = hk * group + s / m_steps;
+    const int64_t m0 = int64_t(m_begin + s % m_steps) * kM;
+    const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
+    load_tile<QTile, T::kThreads>(sQ + buf * QTile::kElems,
+                                  p.q.at<const uint16_t>(b, sq.q_start + m0, hq), p.q.stride_s,
+                                  rows, d, tid);
+    load_tile<QTile, T::kThreads>(sdO + buf * QTile::kElems,
+                                  p.dout.at<const uint16_t>(b, sq.q_start + m0, hq),
+                                  p.dout.stride_s, rows, d, tid);
+    if (tid < kM) {
+      const bool ok = tid < rows;
+      const int64_t row = ok ? m0 + tid : 0;
+      cp_async_4(smem_addr(sLse + buf * kM + tid), &p.lse.at(b, hq, sq.q_start + row), ok);
+      cp_async_4(smem_addr(sD + buf * kM + tid), ws.dsum + hq * ws.rows + acc0 + row, ok);
+    }
+  };
+
   load_tile<KvTile, T::kThreads>(sK, p.k.at<const uint16_t>(b, sq.k_start + n0, hk), p.k.stride_s,
                                  keys, d, tid);
   load_tile<KvTile, T::kThreads>(sV, p.v.at<const uint16_t>(b, sq.k_start + n0, hk), p.v.stride_s,
                                  keys, d, tid);
+  if (steps > 0) load_step(0, 0);
   cp_async_commit();
 
   float dk[kNtD][4], dv[kNtD][4];
@@ -212,174 +285,165 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   const auto q_bt = bt_lane<QTile>(lane);   // Q / dO as B of Sᵀ / dPᵀ
   const auto q_a = a_lane<QTile>(lane);     // Q / dO transposed as B of dK / dV
   const auto s_bt = bt_lane<STile>(lane);   // dS from dSᵀ, transposed, as A of dQ
-  const uint32_t aK = smem_addr(sK), aV = smem_addr(sV), aQ = smem_addr(sQ),
-                 adO = smem_addr(sdO), adS = smem_addr(sdS);
+  const uint32_t aK = smem_addr(sK), aV = smem_addr(sV), adS = smem_addr(sdS);
   const float scale = p.softmax_scale;
-  const int64_t group = p.group();
+  // dQ: warp w takes query rows 16 (w % kRowGroups) .. + 15 and column group w / kRowGroups.
+  constexpr int kRowGroups = kM / 16;
+  const int rg = warp % kRowGroups, cg = warp / kRowGroups;
 
-  for (int64_t hq = hk * group; hq < (hk + 1) * group; ++hq) {
+  for (int s = 0; s < steps; ++s) {
+    const int buf = s & 1;
+    const int64_t hq = hk * group + s / m_steps;
+    const int mb = m_begin + s % m_steps;
+    const int64_t m0 = int64_t(mb) * kM;
+    const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
+    cp_async_wait<0>();
+    // Step s landed for every thread, and every warp is past step s - 1's dSᵀ barrier, so no
+    // one reads buffer buf ^ 1 (step s - 1's) any more; the last step's dQ reads of dSᵀ are
+    // done too.
+    __syncthreads();
+    if (s + 1 < steps) load_step(s + 1, buf ^ 1);
+    cp_async_commit();
+    const uint32_t aQ = smem_addr(sQ + buf * QTile::kElems);
+    const uint32_t adO = smem_addr(sdO + buf * QTile::kElems);
+    const float* lse = sLse + buf * kM;
+    const float* dsum = sD + buf * kM;
     const Logit<float> logit{p.softcap, p.alibi_slope(b, hq), sq.len_k - sq.len_q};
     const bool transform = logit.softcap > 0.f || logit.alibi_slope != 0.f;
+
+    // Sᵀ_w = K_w Qᵀ and dPᵀ_w = V_w dOᵀ, both (16 keys) x (kM queries), over the full head dim.
+    float st[kNtS][4], dpt[kNtS][4];
+#pragma unroll
+    for (int nt = 0; nt < kNtS; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st[nt][e] = dpt[nt][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      uint32_t ak[4], av[4];
+      ldmatrix_x4(ak, aK + KvTile::frag_offset(kv_a, warp * 16, ks * 16));
+      ldmatrix_x4(av, aV + KvTile::frag_offset(kv_a, warp * 16, ks * 16));
+#pragma unroll
+      for (int ntp = 0; ntp < kM / 16; ++ntp) {
+        uint32_t bq[4], bo[4];
+        ldmatrix_x4(bq, aQ + QTile::frag_offset(q_bt, ntp * 16, ks * 16));
+        ldmatrix_x4(bo, adO + QTile::frag_offset(q_bt, ntp * 16, ks * 16));
+        mma_m16n8k16<Tag>(st[2 * ntp], ak, {bq[0], bq[1]});
+        mma_m16n8k16<Tag>(st[2 * ntp + 1], ak, {bq[2], bq[3]});
+        mma_m16n8k16<Tag>(dpt[2 * ntp], av, {bo[0], bo[1]});
+        mma_m16n8k16<Tag>(dpt[2 * ntp + 1], av, {bo[2], bo[3]});
+      }
+    }
+
+    // P and dS in place (st <- P, or P ∘ [kept] with dropout; dpt <- dS with the scale and the
+    // softcap derivative). Element e of tile nt: key kr = 16 warp + g + 8 (e / 2), query
+    // qc = 8 nt + 2t + e % 2 of the step; the mask and ALiBi distance in 32-bit tile
+    // coordinates (StepWindow, host-tested in tests/test_tile_ranges.cpp). With dropout the
+    // forward's P·V saw P ∘ keep (keep = 0 or 1 / (1 - p)), so dS = P ∘ (dP ∘ keep - D) and
+    // dV takes P ∘ [kept], scaled by 1 / (1 - p) in fp32 at the end (as the forward does, so
+    // that no scaled P is rounded to 16 bits).
+    const bool masked = n0 + kN > sq.len_k || !vis.block_unmasked(m0, m0 + rows, n0, n0 + kN);
+    const StepWindow win(vis, m0, n0, sq.len_k, kN);
     const uint32_t bh = uint32_t(b * p.heads_q + hq);  // the dropout stream's matrix
-    for (int mb = m_begin; mb < m_end; ++mb) {
-      const int64_t m0 = int64_t(mb) * kM;
-      const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
-      load_tile<QTile, T::kThreads>(sQ, p.q.at<const uint16_t>(b, sq.q_start + m0, hq),
-                                    p.q.stride_s, rows, d, tid);
-      load_tile<QTile, T::kThreads>(sdO, p.dout.at<const uint16_t>(b, sq.q_start + m0, hq),
-                                    p.dout.stride_s, rows, d, tid);
-      cp_async_commit();
-      if (tid < kM) {
-        // Rows past the sequence: LSE = +inf makes their P exactly 0.
-        const bool row_ok = tid < rows;
-        sLse[tid] = row_ok ? p.lse.at(b, hq, sq.q_start + m0 + tid) : __int_as_float(0x7f800000);
-        sD[tid] = row_ok ? ws.dsum[hq * ws.rows + acc0 + m0 + tid] : 0.f;
+#pragma unroll
+    for (int nt = 0; nt < kNtS; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int kr = warp * 16 + g + 8 * (e / 2), qc = 8 * nt + 2 * t + (e & 1);
+        float x = st[nt][e] * scale, dx = 1.f;
+        if (transform) {
+          if (logit.softcap > 0.f) {
+            const float th = tanhf(x / logit.softcap);
+            x = logit.softcap * th;
+            dx = 1.f - th * th;
+          }
+          x -= logit.alibi_slope * float(win.alibi_distance(kr, qc));
+        }
+        float pr = exp2_fast((x - lse[qc]) * kLog2e);
+        if (masked && !win.visible(kr, qc)) pr = 0.f;
+        float dp = dpt[nt][e], pk = pr;
+        if constexpr (T::kDropout) {
+          const bool kept = drop.keep(bh, uint32_t(m0 + qc), uint32_t(n0 + kr));
+          dp = kept ? dp * drop.keep_scale : 0.f;
+          pk = kept ? pr : 0.f;
+        }
+        st[nt][e] = pk;
+        dpt[nt][e] = pr * (dp - dsum[qc]) * dx * scale;
       }
-      cp_async_wait<0>();
+
+    // dV_w += Pᵀ_w dO, dK_w += dSᵀ_w Q over this block's columns: k-step kk covers queries
+    // 16 kk .. 16 kk + 15.
+#pragma unroll
+    for (int kk = 0; kk < kM / 16; ++kk) {
+      uint32_t pa[4], da[4];
+      pack_a<Tag>(st[2 * kk], st[2 * kk + 1], pa);
+      pack_a<Tag>(dpt[2 * kk], dpt[2 * kk + 1], da);
+#pragma unroll
+      for (int ndp = 0; ndp < kAccD / 16; ++ndp) {
+        uint32_t bo[4], bq[4];
+        ldmatrix_x4_trans(bo, adO + QTile::frag_offset(q_a, kk * 16, kC0 + ndp * 16));
+        ldmatrix_x4_trans(bq, aQ + QTile::frag_offset(q_a, kk * 16, kC0 + ndp * 16));
+        mma_m16n8k16<Tag>(dv[2 * ndp], pa, {bo[0], bo[1]});
+        mma_m16n8k16<Tag>(dv[2 * ndp + 1], pa, {bo[2], bo[3]});
+        mma_m16n8k16<Tag>(dk[2 * ndp], da, {bq[0], bq[1]});
+        mma_m16n8k16<Tag>(dk[2 * ndp + 1], da, {bq[2], bq[3]});
+      }
+      // dSᵀ to shared memory for dQ: this thread's rows g, g + 8 of the warp's keys.
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2)
+          *reinterpret_cast<uint32_t*>(
+              sdS + STile::offset(warp * 16 + g + 8 * r, 16 * kk + 8 * h2 + 2 * t)) =
+              da[2 * h2 + r];
+    }
+    __syncthreads();  // dSᵀ complete
+
+    float dq[T::kDqCols / 8][4];
+    if constexpr (T::kDqColGroups == 1) {
+      dq_gemm<T, kC0, 0>(dq, adS, aK, s_bt, kv_a, rg);
+    } else {
+      static_assert(T::kDqColGroups == 2, "one or two dQ column groups");
+      if (cg == 0)
+        dq_gemm<T, kC0, 0>(dq, adS, aK, s_bt, kv_a, rg);
+      else
+        dq_gemm<T, kC0, 1>(dq, adS, aK, s_bt, kv_a, rg);
+    }
+    int* sem = nullptr;
+    if (deterministic) {
+      // Wait for the key tiles before this one that add into this query tile.
+      sem = ws.sem + ((int64_t(kSplit) * p.heads_q + hq) * p.batch + b) * ws.m_blocks + mb;
+      int before = 0;
+      for (int j0 = 0; j0 < nb; j0 += T::kThreads) {
+        const int j = j0 + tid;
+        int jb = 0, je = 0;
+        if (j < nb) key_tile_rows<T>(vis, sq.len_q, sq.len_k, j, &jb, &je);
+        before += __syncthreads_count(jb <= mb && mb < je);
+      }
+      if (tid == 0) {
+        long long spins = 0;
+        while (load_acquire(sem) < before) {
+          __nanosleep(64);
+          if (++spins > (1ll << 30)) __trap();  // a lower block never ran: not a hang
+        }
+      }
       __syncthreads();
-
-      // Sᵀ_w = K_w Qᵀ and dPᵀ_w = V_w dOᵀ, both (16 keys) x (kM queries), over the full head dim.
-      float st[kNtS][4], dpt[kNtS][4];
+    }
+    const int col0 = kC0 + cg * T::kDqCols;
 #pragma unroll
-      for (int nt = 0; nt < kNtS; ++nt)
+    for (int r = 0; r < 2; ++r) {
+      const int64_t i = m0 + rg * 16 + g + 8 * r;
+      if (i >= sq.len_q) continue;
+      float* acc = ws.dq_acc + (hq * ws.rows + acc0 + i) * kD + col0;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) st[nt][e] = dpt[nt][e] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        uint32_t ak[4], av[4];
-        ldmatrix_x4(ak, aK + KvTile::frag_offset(kv_a, warp * 16, ks * 16));
-        ldmatrix_x4(av, aV + KvTile::frag_offset(kv_a, warp * 16, ks * 16));
-#pragma unroll
-        for (int ntp = 0; ntp < kM / 16; ++ntp) {
-          uint32_t bq[4], bo[4];
-          ldmatrix_x4(bq, aQ + QTile::frag_offset(q_bt, ntp * 16, ks * 16));
-          ldmatrix_x4(bo, adO + QTile::frag_offset(q_bt, ntp * 16, ks * 16));
-          mma_m16n8k16<Tag>(st[2 * ntp], ak, {bq[0], bq[1]});
-          mma_m16n8k16<Tag>(st[2 * ntp + 1], ak, {bq[2], bq[3]});
-          mma_m16n8k16<Tag>(dpt[2 * ntp], av, {bo[0], bo[1]});
-          mma_m16n8k16<Tag>(dpt[2 * ntp + 1], av, {bo[2], bo[3]});
-        }
+      for (int nd = 0; nd < T::kDqCols / 8; ++nd) {
+        const int c = 8 * nd + 2 * t;
+        if (col0 + c < d) atomic_add2(acc + c, dq[nd][2 * r], dq[nd][2 * r + 1]);
       }
-
-      // P and dS in place (st <- P ∘ keep, dpt <- dS with the scale and the softcap
-      // derivative). Element e of tile nt: key kr = 16 warp + g + 8 (e / 2), query
-      // qc = 8 nt + 2t + e % 2 of the step; the mask and ALiBi distance in 32-bit tile
-      // coordinates (StepWindow, host-tested in tests/test_tile_ranges.cpp). With dropout the
-      // forward's P·V saw P ∘ keep (keep = 0 or 1 / (1 - p)), so dS = P ∘ (dP ∘ keep - D) and
-      // dV takes P ∘ [kept], scaled by 1 / (1 - p) in fp32 at the end (as the forward does, so
-      // that no scaled P is rounded to 16 bits).
-      const bool masked =
-          n0 + kN > sq.len_k || !vis.block_unmasked(m0, m0 + rows, n0, n0 + kN);
-      const StepWindow win(vis, m0, n0, sq.len_k, kN);
-#pragma unroll
-      for (int nt = 0; nt < kNtS; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int kr = warp * 16 + g + 8 * (e / 2), qc = 8 * nt + 2 * t + (e & 1);
-          float x = st[nt][e] * scale, dx = 1.f;
-          if (transform) {
-            if (logit.softcap > 0.f) {
-              const float th = tanhf(x / logit.softcap);
-              x = logit.softcap * th;
-              dx = 1.f - th * th;
-            }
-            x -= logit.alibi_slope * float(win.alibi_distance(kr, qc));
-          }
-          float pr = exp2_fast((x - sLse[qc]) * kLog2e);
-          if (masked && !win.visible(kr, qc)) pr = 0.f;
-          float dp = dpt[nt][e], pk = pr;
-          if constexpr (T::kDropout) {
-            const bool kept = drop.keep(bh, uint32_t(m0 + qc), uint32_t(n0 + kr));
-            dp = kept ? dp * drop.keep_scale : 0.f;
-            pk = kept ? pr : 0.f;  // dV's 1 / (1 - p) is applied once, when it is written
-          }
-          st[nt][e] = pk;
-          dpt[nt][e] = pr * (dp - sD[qc]) * dx * scale;
-        }
-
-      // dV_w += Pᵀ_w dO, dK_w += dSᵀ_w Q over this block's columns: k-step kk covers queries
-      // 16 kk .. 16 kk + 15.
-#pragma unroll
-      for (int kk = 0; kk < kM / 16; ++kk) {
-        uint32_t pa[4], da[4];
-        pack_a<Tag>(st[2 * kk], st[2 * kk + 1], pa);
-        pack_a<Tag>(dpt[2 * kk], dpt[2 * kk + 1], da);
-#pragma unroll
-        for (int ndp = 0; ndp < kAccD / 16; ++ndp) {
-          uint32_t bo[4], bq[4];
-          ldmatrix_x4_trans(bo, adO + QTile::frag_offset(q_a, kk * 16, kC0 + ndp * 16));
-          ldmatrix_x4_trans(bq, aQ + QTile::frag_offset(q_a, kk * 16, kC0 + ndp * 16));
-          mma_m16n8k16<Tag>(dv[2 * ndp], pa, {bo[0], bo[1]});
-          mma_m16n8k16<Tag>(dv[2 * ndp + 1], pa, {bo[2], bo[3]});
-          mma_m16n8k16<Tag>(dk[2 * ndp], da, {bq[0], bq[1]});
-          mma_m16n8k16<Tag>(dk[2 * ndp + 1], da, {bq[2], bq[3]});
-        }
-        // dSᵀ to shared memory for dQ: this thread's rows g, g + 8 of the warp's keys.
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-#pragma unroll
-          for (int h2 = 0; h2 < 2; ++h2)
-            *reinterpret_cast<uint32_t*>(
-                sdS + STile::offset(warp * 16 + g + 8 * r, 16 * kk + 8 * h2 + 2 * t)) =
-                da[2 * h2 + r];
-      }
-      __syncthreads();  // dSᵀ complete
-
-      // dQ rows 16 warp .. 16 warp + 15 of this step += dS K over this block's columns.
-      float dq[kNtD][4];
-#pragma unroll
-      for (int nd = 0; nd < kNtD; ++nd)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) dq[nd][e] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < kN / 16; ++kk) {
-        uint32_t a[4];
-        ldmatrix_x4_trans(a, adS + STile::frag_offset(s_bt, kk * 16, warp * 16));
-#pragma unroll
-        for (int ndp = 0; ndp < kAccD / 16; ++ndp) {
-          uint32_t bk[4];
-          ldmatrix_x4_trans(bk, aK + KvTile::frag_offset(kv_a, kk * 16, kC0 + ndp * 16));
-          mma_m16n8k16<Tag>(dq[2 * ndp], a, {bk[0], bk[1]});
-          mma_m16n8k16<Tag>(dq[2 * ndp + 1], a, {bk[2], bk[3]});
-        }
-      }
-      int* sem = nullptr;
-      if (deterministic) {
-        // Wait for the key tiles before this one that add into this query tile.
-        sem = ws.sem + ((int64_t(kSplit) * p.heads_q + hq) * p.batch + b) * ws.m_blocks + mb;
-        int before = 0;
-        for (int j0 = 0; j0 < nb; j0 += T::kThreads) {
-          const int j = j0 + tid;
-          int jb = 0, je = 0;
-          if (j < nb) key_tile_rows<T>(vis, sq.len_q, sq.len_k, j, &jb, &je);
-          before += __syncthreads_count(jb <= mb && mb < je);
-        }
-        if (tid == 0) {
-          long long spins = 0;
-          while (load_acquire(sem) < before) {
-            __nanosleep(64);
-            if (++spins > (1ll << 30)) __trap();  // a lower block never ran: not a hang
-          }
-        }
-        __syncthreads();
-      }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int64_t i = m0 + warp * 16 + g + 8 * r;
-        if (i >= sq.len_q) continue;
-        float* acc = ws.dq_acc + (hq * ws.rows + acc0 + i) * kD + kC0;
-#pragma unroll
-        for (int nd = 0; nd < kNtD; ++nd) {
-          const int c = 8 * nd + 2 * t;
-          if (kC0 + c < d) {
-            atomicAdd(acc + c, dq[nd][2 * r]);
-            atomicAdd(acc + c + 1, dq[nd][2 * r + 1]);
-          }
-        }
-      }
-      if (deterministic) __threadfence();
-      __syncthreads();  // the next step overwrites Q, dO, dSᵀ, LSE and D
-      if (deterministic && tid == 0) add_release(sem, 1);
+    }
+    if (deterministic) {
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) add_release(sem, 1);
     }
   }
 

@@ -31,7 +31,8 @@ void launch_bwd_main(const Params& p, const BwdWorkspace& ws, cudaStream_t strea
 template <int kHeadDim, typename Tag>
 void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
   using T = BwdTraits<kHeadDim, Tag>;
-  static_assert(T::kBlockM == kBwdBlockM && T::kSmemBytes == bwd_smem_bytes(kHeadDim) &&
+  static_assert(T::kBlockM == kBwdBlockM && T::kBlockN == bwd_block_n(kHeadDim) &&
+                    T::kSmemBytes == bwd_smem_bytes(kHeadDim) &&
                     T::kSplitD == (kHeadDim > 128 ? 2 : 1),
                 "bwd_sm80.h's workspace and shared-memory figures follow the traits");
   constexpr int kRowWarps = 4;  // pre- / postprocess: one warp per query row
