@@ -3,12 +3,13 @@
 # GPU tests skip (reported as skipped) when no CUDA device is present. With FA_TEST_SANITIZERS=1
 # (CI sets it) the CPU suite then runs a second time under AddressSanitizer + UBSan (the asan
 # preset): memory errors in the CPU backend, the validation and the tools fail the run.
-#   [FA_TEST_SANITIZERS=1] scripts/test.sh [extra ctest args]
+# FA_ARCHS (e.g. 90a) overrides the preset's CUDA architectures (CI compiles one; see .ci/run).
+#   [FA_TEST_SANITIZERS=1] [FA_ARCHS=...] scripts/test.sh [extra ctest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 . scripts/env.sh
-cmake --preset default >/dev/null
+cmake --preset default ${FA_ARCHS:+-DFA_ARCHS=$FA_ARCHS} >/dev/null
 cmake --build --preset default -j "$FA_JOBS"
 ctest --preset default -j "$FA_JOBS" "$@"
 if [ "${FA_TEST_SANITIZERS:-0}" = 1 ]; then
