@@ -11,8 +11,9 @@ import threading
 import torch
 
 from . import _library
-from ._params import (FA_ERROR_DEVICE, FA_ERROR_RANK, FA_ERROR_WORKSPACE, new_params, put,
-                      put_options, put_run)
+from ._params import (DTYPE_CODES, FA_DTYPE_FP32, FA_ERROR_DEVICE, FA_ERROR_RANK,
+                      FA_ERROR_WORKSPACE, OFFSET, OPTIONS, FaParams, put, put_options, put_run,
+                      run_struct, tensor_values)
 
 # CPU workspaces up to this size are kept per thread and reused: allocating and first-touching
 # ~50 KB per call costs microseconds of the overhead budget. Larger ones (long-sequence backward)
@@ -72,26 +73,120 @@ def _lse_shape(q, varlen):
 _CONTIGUOUS = torch.contiguous_format
 _FWD_NAMES = ("q", "k", "v", "out", "lse")
 _BWD_NAMES = _FWD_NAMES + ("dout", "dq", "dk", "dv")
+# q ... dv are consecutive fa_tensor fields: a call packs them with one pack_into.
+_FWD_RUN, _BWD_RUN, _Q = run_struct(len(_FWD_NAMES)), run_struct(len(_BWD_NAMES)), OFFSET["q"]
+_STRUCT_SIZE = ctypes.sizeof(FaParams)
+_OPTIONS_AT = OFFSET["max_seqlen_q"]
 
 
-def _fill_common(p, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
-                 softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, rng):
+def _operand(t, name, cuda):
+    """(t, its fa_tensor values) for a rank-3 or rank-4 input the library takes as it is, each
+    torch attribute read once (the fast path of _usable + put). Otherwise (_usable(t, name, cuda),
+    None), which sends the call down put_run's general path: a copy, a device mismatch, or a
+    dtype, rank or empty tensor for put() or the library to report."""
+    if cuda:
+        if not t.is_cuda:
+            return _usable(t, name, cuda), None
+        dev, index = 1, t.get_device()
+    elif t.is_cpu:
+        dev = index = 0
+    else:
+        return _usable(t, name, cuda), None
+    code = DTYPE_CODES.get(t.dtype)
+    shape = t.shape
+    rank = len(shape)
+    ptr = t.data_ptr()
+    if code is None or ptr == 0 or (rank != 4 and rank != 3):
+        return _usable(t, name, cuda), None
+    # A copy for a non-contiguous last dimension, and _usable's CUDA alignment rule (the OR of
+    # the other strides has a low bit set iff one of them does).
+    if rank == 4:
+        s0, s1, s2, s3 = shape
+        t0, t1, t2, t3 = t.stride()
+        if t3 != 1 or (cuda and s3 % 8 == 0 and ((ptr & 15) or (t0 | t1 | t2) & 7)):
+            return _usable(t, name, cuda), None
+        return t, (ptr, code, 4, s0, s1, s2, s3, t0, t1, t2, 1, dev, index)
+    s0, s1, s2 = shape
+    t0, t1, t2 = t.stride()
+    if t2 != 1 or (cuda and s2 % 8 == 0 and ((ptr & 15) or (t0 | t1) & 7)):
+        return _usable(t, name, cuda), None
+    return t, (ptr, code, 3, s0, s1, s2, 0, t0, t1, 1, 0, dev, index)
+
+
+def _empty_like(t, vals):
+    """(a contiguous empty tensor like t, its fa_tensor values), t of rank 3 or 4 with values
+    vals from _operand: the strides are computed from the shape, not read back from torch. The
+    values' data is 0 when the tensor has none (t has no elements)."""
+    _, code, rank, s0, s1, s2, s3, t0, t1, t2, t3, dev, index = vals
+    strides = (s1 * s2 * s3, s2 * s3, s3, 1) if rank == 4 else (s1 * s2, s2, 1, 0)
+    # A contiguous t: empty_like keeps its strides, and skips parsing memory_format (~0.2 us).
+    if strides == (t0, t1, t2, t3):
+        new = torch.empty_like(t)
+    else:
+        new = torch.empty_like(t, memory_format=_CONTIGUOUS)
+    return new, (new.data_ptr(), code, rank, s0, s1, s2, s3, *strides, dev, index)
+
+
+def _pack_forward(p, q, qv, kv, vv, varlen):
+    """Allocates out and lse for inputs with values qv, kv, vv from _operand and writes q ... lse
+    into p: (out, lse), or (None, None) when an output has no data (q has no elements)."""
+    _, code, rank, s0, s1, s2, s3, t0, t1, t2, t3, dev, index = qv
+    # out as _empty_like makes it, inline (the call and its tuples cost ~0.4 us here). lse: fp32,
+    # contiguous, in _lse_shape's layout; sizes as separate arguments, since a shape tuple costs
+    # ~0.8 us more on torch 2.x.
+    if varlen:  # q (total, heads, dim) -> lse (heads, total)
+        strides = (s1 * s2, s2, 1, 0)
+        lse = q.new_empty(s1, s0, dtype=torch.float32)
+        lse_dims = (2, s1, s0, 0, 0, s0, 1, 0, 0)
+    else:  # q (batch, seqlen, heads, dim) -> lse (batch, heads, seqlen)
+        strides = (s1 * s2 * s3, s2 * s3, s3, 1)
+        lse = q.new_empty(s0, s2, s1, dtype=torch.float32)
+        lse_dims = (3, s0, s2, s1, 0, s2 * s1, s1, 1, 0)
+    if strides == (t0, t1, t2, t3):
+        out = torch.empty_like(q)
+    else:
+        out = torch.empty_like(q, memory_format=_CONTIGUOUS)
+    out_ptr, lse_ptr = out.data_ptr(), lse.data_ptr()
+    if not (out_ptr and lse_ptr):
+        return None, None
+    _FWD_RUN.pack_into(p, _Q, *qv, *kv, *vv, out_ptr, code, rank, s0, s1, s2, s3, *strides, dev,
+                       index, lse_ptr, FA_DTYPE_FP32, *lse_dims, dev, index)
+    return out, lse
+
+
+def _pack_backward(p, q, k, v, out, lse, dout, qv, kv, vv, ov, dov):
+    """Allocates dq, dk, dv and writes q ... dv into p: (dq, dk, dv)."""
+    if qv is None or kv is None or vv is None:
+        dq, dk, dv = (torch.empty_like(t, memory_format=_CONTIGUOUS) for t in (q, k, v))
+        put_run(p, "q", (q, k, v, out, lse, dout, dq, dk, dv), _BWD_NAMES)
+        return dq, dk, dv
+    dq, dqv = _empty_like(q, qv)
+    dk, dkv = _empty_like(k, kv)
+    dv, dvv = _empty_like(v, vv)
+    lv = tensor_values(lse)  # as it is: the library takes any lse strides
+    if ov is not None and lv is not None and dov is not None and dqv[0] and dkv[0] and dvv[0]:
+        _BWD_RUN.pack_into(p, _Q, *qv, *kv, *vv, *ov, *lv, *dov, *dqv, *dkv, *dvv)
+    else:
+        put_run(p, "q", (q, k, v, out, lse, dout, dq, dk, dv), _BWD_NAMES)
+    return dq, dk, dv
+
+
+def _put_extras(p, cu_seqlens_q, cu_seqlens_k, alibi_slopes, dropout_p, rng):
+    """The optional inputs: packed batches, ALiBi, dropout."""
     if cu_seqlens_q is not None:
         put(p, "cu_seqlens_q", cu_seqlens_q, "cu_seqlens_q")
     if cu_seqlens_k is not None:
         put(p, "cu_seqlens_k", cu_seqlens_k, "cu_seqlens_k")
     if alibi_slopes is not None:
         put(p, "alibi_slopes", alibi_slopes, "alibi_slopes")
-    put_options(p, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right,
-                softcap)
     if dropout_p:
         p.dropout_p = dropout_p
     if rng is not None:
         p.seed, p.offset = rng.tolist()
 
 
-def _call(lib, p, query, entry, what, device, cuda):
-    """Runs entry (fa_forward / fa_backward) with a workspace.
+def _call(lib, p, query, entry, what, cuda, index):
+    """Runs entry (fa_forward / fa_backward) with a workspace; index: the CUDA device (q's).
 
     CUDA: optimistic - the call goes out without a workspace (the flash forward needs none) and
     the library refuses it with FA_ERROR_WORKSPACE, before touching any output, when one is
@@ -101,10 +196,11 @@ def _call(lib, p, query, entry, what, device, cuda):
     threads - handing it whatever block is at hand would silently cost parallelism."""
     pref = ctypes.byref(p)
     if cuda:
-        stream = _raw_stream(device.index)
+        stream = _raw_stream(index)
         status = entry(pref, None, 0, stream)
         if status != FA_ERROR_WORKSPACE:
-            _library.check(lib, status, what)
+            if status:
+                _library.check(lib, status, what)
             return
     size = ctypes.c_size_t()
     _library.check(lib, query(pref, ctypes.byref(size)), what)
@@ -112,7 +208,7 @@ def _call(lib, p, query, entry, what, device, cuda):
     if cuda:
         # uint8 so the byte count is the element count. On the GPU the block may be freed right
         # after the launch: the caching allocator reuses it only in stream order.
-        ws = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        ws = torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", index))
         _library.check(lib, entry(pref, ws.data_ptr(), nbytes, stream), what)
         return
     if nbytes <= _CPU_WORKSPACE_CACHE_BYTES:
@@ -124,6 +220,12 @@ def _call(lib, p, query, entry, what, device, cuda):
     _library.check(lib, entry(pref, ws.data_ptr() if nbytes else None, nbytes, None), what)
 
 
+def _new_params():
+    p = FaParams()  # zeroed: no cu_seqlens, alibi or dropout; AUTO backend
+    p.struct_size = _STRUCT_SIZE  # the windows come with put_options
+    return p
+
+
 def forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
             softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, rng):
     """(out, lse): out like q (contiguous), lse fp32 in FlashAttention's layout."""
@@ -131,17 +233,26 @@ def forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dro
     varlen = cu_seqlens_q is not None
     _rank_check(q, varlen)
     cuda = _device_of(q, "q")
-    q, k, v = _usable(q, "q", cuda), _usable(k, "k", cuda), _usable(v, "v", cuda)
-    # Contiguous, as flash_attn returns it. empty_like parses no shape argument: ~1.6 us less
-    # than new_empty(q.shape) per tensor (bench/python_overhead.py's budget is 15 us a call).
-    out = torch.empty_like(q, memory_format=_CONTIGUOUS)
-    lse = q.new_empty(_lse_shape(q, varlen), dtype=torch.float32)
-    p = new_params()
-    put_run(p, "q", (q, k, v, out, lse), _FWD_NAMES)
-    _fill_common(p, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
-                 softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, rng)
-    _call(lib, p, lib.fa_forward_workspace_size, lib.fa_forward, "flashattn forward", q.device,
-          cuda)
+    q, qv = _operand(q, "q", cuda)
+    k, kv = _operand(k, "k", cuda)
+    v, vv = _operand(v, "v", cuda)
+    # fa_params inline (as _new_params and put_options make it): ~0.2 us of calls saved.
+    p = FaParams()
+    p.struct_size = _STRUCT_SIZE
+    out = None
+    if qv is not None and kv is not None and vv is not None:
+        out, lse = _pack_forward(p, q, qv, kv, vv, varlen)
+    if out is None:  # the general path: put() and the library judge the unusual input
+        out = torch.empty_like(q, memory_format=_CONTIGUOUS)
+        lse = q.new_empty(_lse_shape(q, varlen), dtype=torch.float32)
+        put_run(p, "q", (q, k, v, out, lse), _FWD_NAMES)
+    OPTIONS.pack_into(p, _OPTIONS_AT, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                      window_left, window_right, softcap)
+    if (varlen or cu_seqlens_k is not None or alibi_slopes is not None or dropout_p
+            or rng is not None):
+        _put_extras(p, cu_seqlens_q, cu_seqlens_k, alibi_slopes, dropout_p, rng)
+    _call(lib, p, lib.fa_forward_workspace_size, lib.fa_forward, "flashattn forward", cuda,
+          q.get_device())
     return out, lse
 
 
@@ -153,14 +264,17 @@ def backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, 
     varlen = cu_seqlens_q is not None
     _rank_check(q, varlen)
     cuda = _device_of(q, "q")
-    q, k, v = _usable(q, "q", cuda), _usable(k, "k", cuda), _usable(v, "v", cuda)
-    dout, out = _usable(dout, "dout", cuda), _usable(out, "out", cuda)
-    dq, dk, dv = (torch.empty_like(t, memory_format=_CONTIGUOUS) for t in (q, k, v))
-    p = new_params()
-    put_run(p, "q", (q, k, v, out, lse, dout, dq, dk, dv), _BWD_NAMES)
-    _fill_common(p, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
-                 softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, rng)
+    q, qv = _operand(q, "q", cuda)
+    k, kv = _operand(k, "k", cuda)
+    v, vv = _operand(v, "v", cuda)
+    dout, dov = _operand(dout, "dout", cuda)
+    out, ov = _operand(out, "out", cuda)
+    p = _new_params()
+    dq, dk, dv = _pack_backward(p, q, k, v, out, lse, dout, qv, kv, vv, ov, dov)
+    put_options(p, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right,
+                softcap)
+    _put_extras(p, cu_seqlens_q, cu_seqlens_k, alibi_slopes, dropout_p, rng)
     p.deterministic = deterministic
-    _call(lib, p, lib.fa_backward_workspace_size, lib.fa_backward, "flashattn backward",
-          q.device, cuda)
+    _call(lib, p, lib.fa_backward_workspace_size, lib.fa_backward, "flashattn backward", cuda,
+          q.get_device())
     return dq, dk, dv

@@ -18,8 +18,9 @@ FA_MAX_RANK = 4
 FA_ERROR_DTYPE, FA_ERROR_RANK, FA_ERROR_SIZE, FA_ERROR_DEVICE, FA_ERROR_VERSION = 2, 3, 9, 15, 19
 FA_ERROR_WORKSPACE = 16
 
-_DTYPES = {torch.float32: FA_DTYPE_FP32, torch.float16: FA_DTYPE_FP16,
-           torch.bfloat16: FA_DTYPE_BF16, torch.int32: FA_DTYPE_INT32}
+# torch dtype -> fa_dtype
+DTYPE_CODES = {torch.float32: FA_DTYPE_FP32, torch.float16: FA_DTYPE_FP16,
+               torch.bfloat16: FA_DTYPE_BF16, torch.int32: FA_DTYPE_INT32}
 
 
 class FaDevice(ctypes.Structure):
@@ -52,8 +53,9 @@ _PAD = [(0,) * n for n in range(FA_MAX_RANK + 1)]
 _TENSOR_FIELDS = [name for name, kind in FaParams._fields_ if kind is FaTensor]
 # The fa_tensor fields from a given one on, in struct order (put_run's consecutive run).
 _FIELDS_FROM = {f: _TENSOR_FIELDS[i:] for i, f in enumerate(_TENSOR_FIELDS)}
-# The run of scalars max_seqlen_q ... softcap, written with one pack_into (see put_options).
-_OPTIONS = struct.Struct("@qqfiiif")
+# The run of scalars max_seqlen_q ... softcap, written with one pack_into (put_options; inline in
+# _kernels.forward).
+OPTIONS = struct.Struct("@qqfiiif")
 _OPTION_FIELDS = ("max_seqlen_q", "max_seqlen_k", "softmax_scale", "causal", "window_left",
                   "window_right", "softcap")
 
@@ -64,8 +66,8 @@ def check_layout(lib):
         raise FlashAttnError(FA_ERROR_VERSION, f"fa_tensor packs to {_TENSOR.size} bytes, "
                              f"ctypes says {ctypes.sizeof(FaTensor)}")
     offsets = [OFFSET[f] - OFFSET[_OPTION_FIELDS[0]] for f in _OPTION_FIELDS]
-    packed = [struct.calcsize("@" + _OPTIONS.format[1:i + 1]) - struct.calcsize(c)
-              for i, c in enumerate(_OPTIONS.format[1:], start=1)]
+    packed = [struct.calcsize("@" + OPTIONS.format[1:i + 1]) - struct.calcsize(c)
+              for i, c in enumerate(OPTIONS.format[1:], start=1)]
     if offsets != packed:
         raise FlashAttnError(FA_ERROR_VERSION, f"fa_params scalar offsets {offsets} differ from "
                              f"the packed run {packed}")
@@ -91,7 +93,7 @@ def new_params():
 
 def put(p, field, t, name):
     """Writes a view of torch tensor t into p.<field>. No copy; t must outlive the C call."""
-    code = _DTYPES.get(t.dtype)
+    code = DTYPE_CODES.get(t.dtype)
     if code is None:
         want = "torch.int32" if name.startswith("cu_seqlens") else "float32, float16 or bfloat16"
         raise FlashAttnError(FA_ERROR_DTYPE, f"{name}.dtype={t.dtype} is not supported "
@@ -113,31 +115,45 @@ def put(p, field, t, name):
 _RUNS = {}  # n -> struct.Struct packing n consecutive fa_tensor fields
 
 
+def run_struct(n):
+    """The struct.Struct packing n consecutive fa_tensor fields (each value as in tensor_values)."""
+    run = _RUNS.get(n)
+    if run is None:
+        run = _RUNS[n] = struct.Struct("@" + _TENSOR.format[1:] * n)
+    return run
+
+
+def tensor_values(t):
+    """The fa_tensor values of t (data, dtype, rank, shape, stride, device) in _TENSOR's order,
+    read from torch once; None where put() must judge t (dtype, rank or no data)."""
+    code = DTYPE_CODES.get(t.dtype)
+    shape = t.shape
+    rank = len(shape)
+    ptr = t.data_ptr()
+    if code is None or rank > FA_MAX_RANK or ptr == 0:
+        return None
+    index = t.get_device()
+    pad = _PAD[FA_MAX_RANK - rank]
+    return (ptr, code, rank, *shape, *pad, *t.stride(), *pad,
+            1 if index >= 0 else 0, index if index >= 0 else 0)
+
+
 def put_run(p, first, tensors, names):
     """put() for tensors filling consecutive fa_tensor fields from `first` on (q, k, v, out, lse,
     dout, dq, dk, dv are consecutive in fa_params) with one pack_into: a call per tensor cost
     ~0.7 us more each. Anything unusual (dtype, rank, no data) goes through put() for its error."""
-    run = _RUNS.get(len(tensors))
-    if run is None:
-        run = _RUNS[len(tensors)] = struct.Struct("@" + _TENSOR.format[1:] * len(tensors))
     values = []
     for t in tensors:
-        code = _DTYPES.get(t.dtype)
-        shape = t.shape
-        rank = len(shape)
-        ptr = t.data_ptr()
-        if code is None or rank > FA_MAX_RANK or ptr == 0:
+        vals = tensor_values(t)
+        if vals is None:
             for field, u, name in zip(_FIELDS_FROM[first], tensors, names):
                 put(p, field, u, name)
             return
-        index = t.get_device()
-        pad = _PAD[FA_MAX_RANK - rank]
-        values += (ptr, code, rank, *shape, *pad, *t.stride(), *pad,
-                   1 if index >= 0 else 0, index if index >= 0 else 0)
-    run.pack_into(p, OFFSET[first], *values)
+        values += vals
+    run_struct(len(tensors)).pack_into(p, OFFSET[first], *values)
 
 
 def put_options(p, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right,
                 softcap):
-    _OPTIONS.pack_into(p, OFFSET["max_seqlen_q"], max_seqlen_q, max_seqlen_k, softmax_scale,
-                       causal, window_left, window_right, softcap)
+    OPTIONS.pack_into(p, OFFSET["max_seqlen_q"], max_seqlen_q, max_seqlen_k, softmax_scale,
+                      causal, window_left, window_right, softcap)

@@ -74,10 +74,10 @@ if HAS_CUSTOM_OP:
         return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
     def fwd(*args):
-        return fwd_op(*args) if is_compiling() else _fwd_body(*args)
+        return fwd_op(*args) if is_compiling() else _kernels.forward(*args)
 
     def bwd(*args):
-        return bwd_op(*args) if is_compiling() else _bwd_body(*args)
+        return bwd_op(*args) if is_compiling() else _kernels.backward(*args)
 else:
     fwd_op = bwd_op = None
     try:
