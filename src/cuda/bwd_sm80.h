@@ -31,16 +31,24 @@ inline BwdLayout bwd_layout(const Params& p, int kernel_d) {
   l.dsum_elems = rows;
   return l;
 }
-// Keys per block of the main kernel (BwdTraits::kBlockN): 16 per warp, 8 warps up to d = 128.
-constexpr int bwd_block_n(int kernel_d) { return kernel_d <= 128 ? 128 : 64; }
+// Keys per block of the main kernel (BwdTraits::kBlockN): 16 per warp; 8 warps unless the
+// column half of a wide head dim (d / 2 above 128) is not a multiple of 32.
+constexpr int bwd_block_n(int kernel_d) {
+  return (kernel_d > 128 ? kernel_d / 2 : kernel_d) % 32 == 0 ? 128 : 64;
+}
+// Q / dO / LSE / D buffers (BwdTraits::kQBuffers): one for 128 keys above d = 128.
+constexpr int bwd_q_buffers(int kernel_d) {
+  return bwd_block_n(kernel_d) == 128 && kernel_d > 128 ? 1 : 2;
+}
 
 // Dynamic shared memory of the main kernel (BwdTraits::kSmemBytes; the launch asserts they
-// agree): K and V tiles of bwd_block_n keys, two buffers each of the Q and dO tiles (64 rows),
-// all in 64-column blocks; the dSᵀ tile; two buffers of LSE and D.
+// agree): K and V tiles of bwd_block_n keys, bwd_q_buffers buffers each of the Q and dO tiles
+// (64 rows), all in 64-column blocks; the dSᵀ tile; the buffers of LSE and D.
 constexpr int bwd_smem_bytes(int kernel_d) {
-  return 2 * ((2 * bwd_block_n(kernel_d) + 4 * kBwdBlockM) * ((kernel_d + 63) / 64 * 64) +
+  return 2 * ((2 * bwd_block_n(kernel_d) + 2 * bwd_q_buffers(kernel_d) * kBwdBlockM) *
+                  ((kernel_d + 63) / 64 * 64) +
               bwd_block_n(kernel_d) * kBwdBlockM) +
-         4 * kBwdBlockM * 4;
+         2 * bwd_q_buffers(kernel_d) * kBwdBlockM * 4;
 }
 
 inline size_t bwd_workspace_bytes(const Params& p, int kernel_d) {

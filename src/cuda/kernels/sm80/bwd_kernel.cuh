@@ -10,7 +10,8 @@
 //                    (GQA: summed without per-query-head copies) and every query tile that sees
 //                    these keys; P is recomputed from Q, K and the saved LSE; dQ is accumulated in
 //                    fp32 in the workspace with atomics (8-byte vector atomics on sm90); the next
-//                    step's Q, dO, LSE and D stream in (cp.async, two buffers) during a step;
+//                    step's Q, dO, LSE and D stream in through cp.async during a step (two
+//                    buffers; one, refilled during the dQ product, at d = 192 / 256);
 //   bwd_postprocess  dQ fp32 -> the input type, into the caller's dq.
 //
 // Head dims above 128: dK and dV of a warp's 16 keys would cost d fp32 registers a thread on
@@ -71,13 +72,17 @@ struct BwdTraits {
   static_assert(kAccD % 16 == 0, "column halves are whole mma n-tile pairs");
   // Warp w owns keys 16 w .. 16 w + 15, so a block of kWarps warps covers kBlockN = 16 kWarps
   // keys, and every step of kBlockM = 64 queries costs kBlockM x kAccD dQ atomics and one Q /
-  // dO tile load whatever kBlockN is: 8 warps (128 keys) halve both per FLOP against 4. Head
-  // dims above 128 keep 4 warps: their K, V and double-buffered Q, dO tiles would not fit in
-  // shared memory with 128 keys.
-  static constexpr int kWarps = kHeadDim <= 128 ? 8 : 4;
+  // dO tile load whatever kBlockN is: 8 warps (128 keys) halve both per FLOP against 4. With 8
+  // warps dQ's columns split into two groups of whole n-tile pairs, which the half-widths of
+  // d = 160 / 224 (80 / 112 columns) do not allow: those keep 4 warps.
+  static constexpr int kWarps = kAccD % 32 == 0 ? 8 : 4;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlockN = 16 * kWarps;  // keys per block
   static constexpr int kBlockM = 64;           // queries per step
+  // Q / dO / LSE / D buffers: two (the next step loads during the whole step) unless 128 wide
+  // keys leave no room for the second (d = 192 / 256); one buffer is refilled once the step's
+  // dK / dV products have read it, during the dQ product.
+  static constexpr int kQBuffers = kWarps == 8 && kHeadDim > 128 ? 1 : 2;
   // dQ (kBlockM x kAccD) of a step: kBlockM / 16 row groups of 16; with 8 warps each row group
   // is split into two column groups.
   static constexpr int kDqColGroups = kWarps / (kBlockM / 16);
@@ -87,7 +92,8 @@ struct BwdTraits {
   using QTile = SwizzledTile<kBlockM, kHeadDim>;  // Q and dO, two buffers each
   using STile = SwizzledTile<kBlockN, kBlockM>;   // dSᵀ: row = key, column = query
   static constexpr int kSmemBytes =
-      2 * (2 * KvTile::kElems + 4 * QTile::kElems + STile::kElems) + 4 * kBlockM * 4;
+      2 * (2 * KvTile::kElems + 2 * kQBuffers * QTile::kElems + STile::kElems) +
+      2 * kQBuffers * kBlockM * 4;
 };
 
 // The workspace as the kernels see it (layout: bwd_sm80.h, bwd_workspace_bytes): the fp32 dQ
@@ -161,6 +167,13 @@ __device__ __forceinline__ void key_tile_rows(const Visibility& vis, int64_t len
   *end = row_lo < row_hi ? int((row_hi + T::kBlockM - 1) / T::kBlockM) : *begin;
 }
 
+// x, through an instruction the compiler can neither fold nor hoist out of a loop.
+__device__ __forceinline__ uint32_t opaque(uint32_t x) {
+  uint32_t y;
+  asm volatile("mov.b32 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
 __device__ __forceinline__ int load_acquire(const int* p) {
   int v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
@@ -222,11 +235,12 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   constexpr int kNtD = kAccD / 8;  // n-tiles of dK / dV along this block's columns
   uint16_t* sK = smem;
   uint16_t* sV = sK + KvTile::kElems;
-  uint16_t* sQ = sV + KvTile::kElems;     // [2][QTile]
-  uint16_t* sdO = sQ + 2 * QTile::kElems;  // [2][QTile]
-  uint16_t* sdS = sdO + 2 * QTile::kElems;
-  float* sLse = reinterpret_cast<float*>(sdS + STile::kElems);  // [2][kM]
-  float* sD = sLse + 2 * kM;                                      // [2][kM]
+  constexpr int kBufs = T::kQBuffers;
+  uint16_t* sQ = sV + KvTile::kElems;         // [kBufs][QTile]
+  uint16_t* sdO = sQ + kBufs * QTile::kElems;  // [kBufs][QTile]
+  uint16_t* sdS = sdO + kBufs * QTile::kElems;
+  float* sLse = reinterpret_cast<float*>(sdS + STile::kElems);  // [kBufs][kM]
+  float* sD = sLse + kBufs * kM;                                  // [kBufs][kM]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
@@ -285,14 +299,14 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   const auto q_bt = bt_lane<QTile>(lane);   // Q / dO as B of Sᵀ / dPᵀ
   const auto q_a = a_lane<QTile>(lane);     // Q / dO transposed as B of dK / dV
   const auto s_bt = bt_lane<STile>(lane);   // dS from dSᵀ, transposed, as A of dQ
-  const uint32_t aK = smem_addr(sK), aV = smem_addr(sV), adS = smem_addr(sdS);
+  const uint32_t aK0 = smem_addr(sK), aV0 = smem_addr(sV), adS0 = smem_addr(sdS);
   const float scale = p.softmax_scale;
   // dQ: warp w takes query rows 16 (w % kRowGroups) .. + 15 and column group w / kRowGroups.
   constexpr int kRowGroups = kM / 16;
   const int rg = warp % kRowGroups, cg = warp / kRowGroups;
 
   for (int s = 0; s < steps; ++s) {
-    const int buf = s & 1;
+    const int buf = kBufs == 2 ? s & 1 : 0;
     const int64_t hq = hk * group + s / m_steps;
     const int mb = m_begin + s % m_steps;
     const int64_t m0 = int64_t(mb) * kM;
@@ -302,10 +316,17 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     // one reads buffer buf ^ 1 (step s - 1's) any more; the last step's dQ reads of dSᵀ are
     // done too.
     __syncthreads();
-    if (s + 1 < steps) load_step(s + 1, buf ^ 1);
-    cp_async_commit();
-    const uint32_t aQ = smem_addr(sQ + buf * QTile::kElems);
-    const uint32_t adO = smem_addr(sdO + buf * QTile::kElems);
+    if constexpr (kBufs == 2) {
+      if (s + 1 < steps) load_step(s + 1, buf ^ 1);
+      cp_async_commit();
+    }
+    // The buffers' base addresses pass through an opaque move each step: with one buffer they
+    // are loop-invariant, and ptxas then hoisted every fragment address of the unrolled step
+    // out of the loop into registers of their own (d = 256: 1040 bytes of spills, against 272
+    // with the per-step base).
+    const uint32_t aK = opaque(aK0), aV = opaque(aV0), adS = opaque(adS0);
+    const uint32_t aQ = opaque(smem_addr(sQ + buf * QTile::kElems));
+    const uint32_t adO = opaque(smem_addr(sdO + buf * QTile::kElems));
     const float* lse = sLse + buf * kM;
     const float* dsum = sD + buf * kM;
     const Logit<float> logit{p.softcap, p.alibi_slope(b, hq), sq.len_k - sq.len_q};
@@ -396,7 +417,11 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
               sdS + STile::offset(warp * 16 + g + 8 * r, 16 * kk + 8 * h2 + 2 * t)) =
               da[2 * h2 + r];
     }
-    __syncthreads();  // dSᵀ complete
+    __syncthreads();  // dSᵀ complete; with one buffer, Q, dO, LSE and D of this step are read
+    if constexpr (kBufs == 1) {
+      if (s + 1 < steps) load_step(s + 1, 0);
+      cp_async_commit();
+    }
 
     float dq[T::kDqCols / 8][4];
     if constexpr (T::kDqColGroups == 1) {

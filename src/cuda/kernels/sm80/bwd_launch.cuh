@@ -32,6 +32,7 @@ template <int kHeadDim, typename Tag>
 void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
   using T = BwdTraits<kHeadDim, Tag>;
   static_assert(T::kBlockM == kBwdBlockM && T::kBlockN == bwd_block_n(kHeadDim) &&
+                    T::kQBuffers == bwd_q_buffers(kHeadDim) &&
                     T::kSmemBytes == bwd_smem_bytes(kHeadDim) &&
                     T::kSplitD == (kHeadDim > 128 ? 2 : 1),
                 "bwd_sm80.h's workspace and shared-memory figures follow the traits");
