@@ -65,8 +65,9 @@ def torch_fns(sets, backend, op, causal):
     with sdpa_kernel([TORCH[backend]]):
         for st in sets:
             outs.append(sdpa(st, causal))
-    return [lambda st=st, o=o: torch.autograd.grad(o, (st["q"], st["k"], st["v"]), st["dout"],
-                                                   retain_graph=True)
+    # o is (b, h, s, d) (SDPA's layout): dout, stored (b, s, h, d) like ours, as the same view.
+    return [lambda st=st, o=o: torch.autograd.grad(o, (st["q"], st["k"], st["v"]),
+                                                   st["dout"].transpose(1, 2), retain_graph=True)
             for st, o in zip(sets, outs)]
 
 
