@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Profiles our sm80 forward and PyTorch's FlashAttention-2 forward on the same shape with Nsight
 # Compute (GPU machine), writing the detail pages and per-instruction source counters to OUTDIR.
+# With --op bwd the main backward kernels instead (ours: bwd_kernel; FA2: its dq_dk_dv kernel).
 #   [FA_LIB=build-gpu/libflashattn.so] bench/ncu_compare.sh OUTDIR [--d 128] [--s 4096] [--causal]
+#     [--op bwd]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/ncu_compare.sh OUTDIR [profile args]}
@@ -18,8 +20,10 @@ run() {  # name kernel-regex command...
   ncu --import "$out/$name.ncu-rep" --page details > "$out/$name-details.txt" 2>&1
   ncu --import "$out/$name.ncu-rep" --page source --csv --print-source sass > "$out/$name-sass.csv" 2>&1
 }
-run ours fwd_kernel python3 bench/profile_fwd.py --lib "${FA_LIB:-build-gpu/libflashattn.so}" "$@"
-run fa2 flash_fwd python3 bench/profile_torch.py --backend fa2 "$@"
+ours_kernel=fwd_kernel fa2_kernel=flash_fwd
+case " $* " in *" --op bwd "*) ours_kernel=bwd_kernel fa2_kernel=flash_bwd_dq_dk_dv ;; esac
+run ours "$ours_kernel" python3 bench/profile_fwd.py --lib "${FA_LIB:-build-gpu/libflashattn.so}" "$@"
+run fa2 "$fa2_kernel" python3 bench/profile_torch.py --backend fa2 "$@"
 for n in ours fa2; do
   echo "== $n"
   grep -E "Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Ipc A|Warp Cycles Per Issued|No Eligible|Executed Instructions  |Theoretical Occupancy|Local Memory Spill" "$out/$n-details.txt" | head -14
