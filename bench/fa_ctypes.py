@@ -51,7 +51,7 @@ def tensor(t):
 
 
 def forward_params(lib, q, k, v, out, lse, causal=False, softmax_scale=0.0, window=(-1, -1),
-                   softcap=0.0):
+                   softcap=0.0, dropout_p=0.0, seed=0, offset=0):
     p = FaParams()
     lib.fa_params_init(ctypes.byref(p))
     p.q, p.k, p.v, p.out, p.lse = tensor(q), tensor(k), tensor(v), tensor(out), tensor(lse)
@@ -59,6 +59,7 @@ def forward_params(lib, q, k, v, out, lse, causal=False, softmax_scale=0.0, wind
     p.softmax_scale = softmax_scale
     p.window_left, p.window_right = window
     p.softcap = softcap
+    p.dropout_p, p.seed, p.offset = dropout_p, seed, offset
     return p
 
 

@@ -15,7 +15,7 @@ preallocated dq, dk, dv and workspace (backend flashattn, and flashattn-det with
 deterministic=1 while the library accepts it), torch.autograd.grad for torch-fa2 / torch-cudnn.
 Exit status 2 when the library refuses the backward (its message on stderr).
 
-  python3 bench/gpu_bench.py --json out.json [--quick] [--commit SHA] [--op bwd]
+  python3 bench/gpu_bench.py --json out.json [--quick] [--commit SHA] [--op bwd] [--dropout P]
 """
 import argparse
 import json
@@ -31,6 +31,9 @@ import fa_ctypes  # noqa: E402
 from gpu_common import ceilings, record_header, time_fn  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+# --dropout: every backend drops with this probability (ours with a fixed seed, SDPA with torch's
+# generator), so the spot checks against FA2 are skipped (different masks).
+DROPOUT = 0.0
 
 
 def our_call(lib, p, stream, backward):
@@ -49,7 +52,7 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det):
     def params(st, deterministic):
         return fa_ctypes.backward_params(lib, st["q"], st["k"], st["v"], st["out"], st["lse"],
                                          st["dout"], *st["grads"], causal=causal,
-                                         deterministic=deterministic)
+                                         deterministic=deterministic, dropout_p=DROPOUT, seed=1)
     sets = []
     for _ in range(3):  # 3 x 8 tensors of 64 MB (q k v out dout dq dk dv): rotated, L2 is 60 MB
         q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=DTYPES[dt], requires_grad=True)
@@ -77,7 +80,8 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det):
         fns = []
         for st in sets:
             o = F.scaled_dot_product_attention(st["q"].transpose(1, 2), st["k"].transpose(1, 2),
-                                               st["v"].transpose(1, 2), is_causal=causal)
+                                               st["v"].transpose(1, 2), is_causal=causal,
+                                               dropout_p=DROPOUT)
             # dout with o's strides, so that the backward copies nothing into its layout
             g = torch.empty_like(o).copy_(st["dout"].transpose(1, 2))
             fns.append(lambda st=st, o=o, g=g: torch.autograd.grad(
@@ -98,7 +102,7 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det):
     # correctness spot check against PyTorch's FlashAttention-2 on the same inputs
     errs = {}
     for backend in ("flashattn-det", "flashattn"):  # flashattn last: dq, dk, dv end as its own
-        if backend in res and ref is not None:
+        if backend in res and ref is not None and not DROPOUT:
             sets[0][backend]()
             errs[backend] = max((a.float() - r.float()).abs().max().item()
                                 for a, r in zip(sets[0]["grads"], ref))
@@ -140,7 +144,11 @@ def main():
     ap.add_argument("--dims", default="64,128,256", help="head dims (the standard grid: 64,128,256)")
     ap.add_argument("--op", default="fwd", choices=("fwd", "bwd"),
                     help="the pass to time (backward: FLOPs 2.5 x the forward's)")
+    ap.add_argument("--dropout", type=float, default=0.0,
+                    help="dropout probability for every backend (spot checks skipped)")
     args = ap.parse_args()
+    global DROPOUT
+    DROPOUT = args.dropout
 
     lib = fa_ctypes.load(args.lib)
     torch.manual_seed(0)
@@ -170,6 +178,7 @@ def main():
                             rows.append({"op": "bwd", "dtype": dt, "d": d, "causal": causal,
                                          "b": b, "h": h, "s_q": s, "s_k": s, "backend": backend,
                                          "ms": round(ms, 4), "tflops": round(flops / ms * 1e-9, 1),
+                                         "dropout": DROPOUT,
                                          "max_abs_diff_vs_torch_fa2": errs.get(backend)})
                         print(f"{dt} d{d} causal={int(causal)} s{s} bwd: " +
                               " ".join(f"{k}={flops / v * 1e-9:.0f}" for k, v in res.items()) +
@@ -183,14 +192,15 @@ def main():
                                    for _ in range(3))
                         out = torch.empty_like(q)
                         lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-                        p = fa_ctypes.forward_params(lib, q, k, v, out, lse, causal=causal)
+                        p = fa_ctypes.forward_params(lib, q, k, v, out, lse, causal=causal,
+                                                     dropout_p=DROPOUT, seed=1)
                         sets.append((q, k, v, out, lse, p))
                     ours = [lambda st=st: fa_ctypes.forward(lib, st[5], stream) for st in sets]
 
                     def sdpa(st):
                         return F.scaled_dot_product_attention(
                             st[0].transpose(1, 2), st[1].transpose(1, 2), st[2].transpose(1, 2),
-                            is_causal=causal)
+                            is_causal=causal, dropout_p=DROPOUT)
                     res = {}
                     res["flashattn"] = time_fn(ours, args.repeats)
                     # correctness spot check against PyTorch's FlashAttention-2 on the same input
@@ -198,7 +208,8 @@ def main():
                     with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
                         ref = sdpa(sets[0]).transpose(1, 2)
                         res["torch-fa2"] = time_fn([lambda st=st: sdpa(st) for st in sets], args.repeats)
-                    err = (sets[0][3].float() - ref.float()).abs().max().item()
+                    err = (None if DROPOUT else
+                           (sets[0][3].float() - ref.float()).abs().max().item())
                     try:
                         with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
                             res["torch-cudnn"] = time_fn([lambda st=st: sdpa(st) for st in sets],
@@ -209,10 +220,11 @@ def main():
                         rows.append({"op": "fwd", "dtype": dt, "d": d, "causal": causal, "b": b,
                                      "h": h, "s_q": s, "s_k": s, "backend": backend,
                                      "ms": round(ms, 4), "tflops": round(flops / ms * 1e-9, 1),
+                                     "dropout": DROPOUT,
                                      "max_abs_diff_vs_torch_fa2": err if backend == "flashattn" else None})
                     print(f"{dt} d{d} causal={int(causal)} s{s}: " +
                           " ".join(f"{k}={flops / v * 1e-9:.0f}" for k, v in res.items()) +
-                          f" err={err:.2e}", file=sys.stderr)
+                          (f" err={err:.2e}" if err is not None else ""), file=sys.stderr)
                     del sets
     torch.cuda.empty_cache()
     record = dict(record_header(lib, args.commit, ceil), rows=rows)
