@@ -13,11 +13,11 @@ namespace fa::cuda {
 const char* check_forward(const Params& p);
 void forward(const Params& p, void* stream);
 
-// The backward (EXPERIMENTAL, built with -DFA_CUDA_BACKWARD=ON; otherwise check_backward throws
+// The backward (built unless -DFA_CUDA_BACKWARD=OFF, where check_backward throws
 // FA_ERROR_BACKEND): the same checks as the forward plus the gradients' alignment, and refusal
-// of what the kernel does not do yet (dropout, deterministic mode, head_dim > 128).
+// (FA_ERROR_UNSUPPORTED) where the kernel needs more shared memory than the device gives a block.
 void check_backward(const Params& p);
-size_t backward_workspace(const Params& p);  // the fp32 dQ accumulator and D
+size_t backward_workspace(const Params& p);  // the fp32 dQ accumulator, semaphores and D
 void backward(const Params& p, void* workspace, size_t bytes, void* stream);
 
 }  // namespace fa::cuda
