@@ -4,7 +4,10 @@
 //               unmasked exactly when every row sees every key of it (and all of it is < len_k);
 //   RowKeys:    the per-row key range of a masked tile is exactly the visible keys;
 //   StepWindow: the backward's per-element mask of a (key tile, query tile) step is exactly
-//               visibility, and its ALiBi distance is |i + offset - j|.
+//               visibility, and its ALiBi distance is |i + offset - j|;
+//   KeyTileQueries: the backward's query tiles of a key tile are exactly those with a row that
+//               sees one of its keys, and a query tile's key tiles form one run (what the
+//               deterministic mode's count of earlier key tiles assumes of the blocks' order).
 // Rows past len_q (a block's padding) belong to the warp's range, as in the kernel.
 #include <gtest/gtest.h>
 
@@ -110,6 +113,39 @@ TEST(TileRanges, StepWindowIsExactlyVisibility) {
             }
         }
     }
+}
+
+TEST(TileRanges, KeyTileQueriesAreExactlyTheTilesThatSeeTheKeys) {
+  std::vector<Shape> all = shapes();
+  all.push_back({3, 900, -1, 0});
+  all.push_back({900, 3, 2, -1});
+  all.push_back({300, 1000, 500, 7});
+  for (const Shape& s : all)
+    for (int block_n : {64, 128})
+      for (int block_m : {64, 128}) {
+        const Visibility vis{s.len_k - s.len_q, s.window_left, s.window_right};
+        const int64_t key_tiles = (s.len_k + block_n - 1) / block_n;
+        const int64_t query_tiles = (s.len_q + block_m - 1) / block_m;
+        // seen[nb][mb]: some row of query tile mb sees some key of key tile nb.
+        auto seen = std::vector<std::vector<bool>>(size_t(key_tiles),
+                                                   std::vector<bool>(size_t(query_tiles)));
+        for (int64_t i = 0; i < s.len_q; ++i)
+          for (int64_t j = 0; j < s.len_k; ++j)
+            if (vis.visible(i, j)) seen[size_t(j / block_n)][size_t(i / block_m)] = true;
+        for (int64_t nb = 0; nb < key_tiles; ++nb) {
+          const KeyTileQueries q(vis, s.len_q, s.len_k, int(nb), block_n, block_m);
+          ASSERT_LE(q.begin, q.end);
+          for (int64_t mb = 0; mb < query_tiles; ++mb)
+            ASSERT_EQ(mb >= q.begin && mb < q.end, bool(seen[size_t(nb)][size_t(mb)]))
+                << describe(s, block_m, block_n, mb * block_m, nb);
+        }
+        for (int64_t mb = 0; mb < query_tiles; ++mb) {  // one run of key tiles per query tile
+          int runs = 0;
+          for (int64_t nb = 0; nb < key_tiles; ++nb)
+            runs += seen[size_t(nb)][size_t(mb)] && (nb == 0 || !seen[size_t(nb - 1)][size_t(mb)]);
+          ASSERT_LE(runs, 1) << describe(s, block_m, block_n, mb * block_m, 0);
+        }
+      }
 }
 
 }  // namespace

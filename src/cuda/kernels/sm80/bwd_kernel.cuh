@@ -154,17 +154,15 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_postprocess(const __grid_cons
     *reinterpret_cast<uint32_t*>(dq + c) = pack2<Tag>(acc[c], acc[c + 1]);
 }
 
-// Query tiles [*begin, *end) that see a key of key tile nb (which must hold a key: nb kBlockN <
-// len_k); *begin == *end: none. The block's own loop and the deterministic mode's wait both use
-// it, so they agree on which blocks add into a query tile.
+// Query tiles of key tile nb (KeyTileQueries, tile_ranges.h) at this kernel's tile sizes. The
+// block's own loop and the deterministic mode's wait both use it, so they agree on which blocks
+// add into a query tile.
 template <class T>
 __device__ __forceinline__ void key_tile_rows(const Visibility& vis, int64_t len_q, int64_t len_k,
                                               int nb, int* begin, int* end) {
-  const int64_t n0 = int64_t(nb) * T::kBlockN;
-  const int64_t keys = len_k - n0 < T::kBlockN ? len_k - n0 : T::kBlockN;
-  const int64_t row_lo = vis.row_begin(n0, len_q), row_hi = vis.row_end(n0 + keys, len_q);
-  *begin = int(row_lo / T::kBlockM);
-  *end = row_lo < row_hi ? int((row_hi + T::kBlockM - 1) / T::kBlockM) : *begin;
+  const KeyTileQueries q(vis, len_q, len_k, nb, T::kBlockN, T::kBlockM);
+  *begin = q.begin;
+  *end = q.end;
 }
 
 // x, through an instruction the compiler can neither fold nor hoist out of a loop.

@@ -68,6 +68,23 @@ struct WarpTiles {
   }
 };
 
+// The query tiles [begin, end) (block_m rows each) holding a row that sees a key of key tile nb
+// (keys [nb block_n, nb block_n + block_n) clipped to len_k; the tile must hold a key); begin ==
+// end: none. The backward walks these per key tile, and its deterministic mode counts, per
+// query tile, the key tiles whose range holds it.
+struct KeyTileQueries {
+  int begin, end;
+
+  FA_HOST_DEVICE KeyTileQueries(const Visibility& vis, int64_t len_q, int64_t len_k, int nb,
+                                int block_n, int block_m) {
+    const int64_t n0 = int64_t(nb) * block_n;
+    const int64_t keys = len_k - n0 < block_n ? len_k - n0 : block_n;
+    const int64_t row_lo = vis.row_begin(n0, len_q), row_hi = vis.row_end(n0 + keys, len_q);
+    begin = int(row_lo / block_m);
+    end = row_lo < row_hi ? int((row_hi + block_m - 1) / block_m) : begin;
+  }
+};
+
 // The mask of one backward step (bwd_kernel.cuh): keys [n0, n0 + block_n) against queries
 // [m0, m0 + block_m), in 32-bit tile coordinates. Key n0 + kr is visible to query m0 + qc iff
 // lo <= kr - qc <= hi and kr < keys: the window around the diagonal as two bounds on kr - qc.
