@@ -8,6 +8,7 @@
 #include "api/error.h"
 #include "cuda/bwd_sm80.h"
 #include "cuda/device_guard.h"
+#include "cuda/device_props.h"
 #include "cuda/fwd_sm80.h"
 #include "fa_build_config.h"  // generated: FA_SM80_FWD_DIMS
 
@@ -73,14 +74,10 @@ const char* check_forward(const Params& p) {
   if (p.backend == FA_BACKEND_REFERENCE)
     fail(FA_ERROR_BACKEND, "backend=FA_BACKEND_REFERENCE runs on the CPU only; q is on CUDA device ",
          p.device.index);
-  int major = 0, minor = 0;
-  DeviceGuard::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p.device.index),
-                     "cudaDeviceGetAttribute");
-  DeviceGuard::check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, p.device.index),
-                     "cudaDeviceGetAttribute");
-  if (major < 8)
-    fail(FA_ERROR_BACKEND, "CUDA device ", p.device.index, " has compute capability ", major, ".",
-         minor, "; the CUDA kernels of this build need >= 8.0");
+  const DeviceProps& dev = device_props(p.device.index);
+  if (dev.major < 8)
+    fail(FA_ERROR_BACKEND, "CUDA device ", p.device.index, " has compute capability ", dev.major,
+         ".", dev.minor, "; the CUDA kernels of this build need >= 8.0");
   if (p.dtype == DType::F32)
     fail(FA_ERROR_UNSUPPORTED, "q.dtype=fp32 on CUDA: the GPU kernels take fp16 or bf16");
   if (p.head_dim % 8 != 0)
@@ -109,10 +106,7 @@ void check_backward(const Params& p) {
     fail(FA_ERROR_HEAD_DIM, "head_dim=", p.head_dim, " has no CUDA backward kernel in this build");
   // The kernel for d > 64 needs more shared memory than sm86 / sm89 give a block (99 KB), and
   // for d > 192 more than A100 does (163 KB): bwd_smem_bytes.
-  int smem_optin = 0;
-  DeviceGuard::check(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
-                                            p.device.index),
-                     "cudaDeviceGetAttribute");
+  const int smem_optin = device_props(p.device.index).smem_optin;
   if (sm80::bwd_smem_bytes(kernel_d) > smem_optin)
     fail(FA_ERROR_UNSUPPORTED, "head_dim=", p.head_dim, ": the CUDA backward kernel needs ",
          sm80::bwd_smem_bytes(kernel_d), " bytes of shared memory per block; CUDA device ",

@@ -1,6 +1,10 @@
 #include <cuda_runtime.h>
 
+#include <mutex>
+
 #include "api/device.h"
+#include "api/error.h"
+#include "cuda/device_props.h"
 
 namespace fa {
 
@@ -13,4 +17,39 @@ int cuda_device_count() {
   return n;
 }
 
+namespace cuda {
+namespace {
+constexpr int kCachedDevices = 64;
+
+DeviceProps query(int device) {
+  DeviceProps d;
+  const struct {
+    int* out;
+    cudaDeviceAttr attr;
+  } queries[] = {{&d.major, cudaDevAttrComputeCapabilityMajor},
+                 {&d.minor, cudaDevAttrComputeCapabilityMinor},
+                 {&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin}};
+  for (const auto& q : queries) {
+    const cudaError_t e = cudaDeviceGetAttribute(q.out, q.attr, device);
+    if (e != cudaSuccess)
+      fail(FA_ERROR_CUDA, "cudaDeviceGetAttribute(device ", device, "): ", cudaGetErrorString(e));
+  }
+  return d;
+}
+}  // namespace
+
+const DeviceProps& device_props(int device) {
+  static std::once_flag once[kCachedDevices];
+  static DeviceProps props[kCachedDevices];
+  if (device < 0 || device >= kCachedDevices) {
+    thread_local DeviceProps uncached;
+    uncached = query(device);
+    return uncached;
+  }
+  // A throwing query leaves its flag unset: the next call asks again.
+  std::call_once(once[device], [device] { props[device] = query(device); });
+  return props[device];
+}
+
+}  // namespace cuda
 }  // namespace fa

@@ -5,8 +5,12 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include "api/error.h"
 #include "cuda/bwd_sm80.h"
+#include "cuda/device_props.h"
 #include "cuda/kernels/sm80/bwd_kernel.cuh"
 
 namespace fa::cuda::sm80 {
@@ -14,8 +18,9 @@ namespace fa::cuda::sm80 {
 // The main kernel with or without dropout (each explicitly instantiated in its own file).
 template <class T>
 void launch_bwd_main(const Params& p, const BwdWorkspace& ws, cudaStream_t stream) {
-  cudaError_t e = cudaFuncSetAttribute(bwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       T::kSmemBytes);
+  static std::atomic<uint64_t> opted_in{0};  // once per device
+  cudaError_t e = opt_in_smem(reinterpret_cast<const void*>(bwd_kernel<T>), T::kSmemBytes,
+                              p.device.index, opted_in);
   if (e != cudaSuccess)
     fail(FA_ERROR_CUDA, "cudaFuncSetAttribute (sm80 backward, d", T::kHeadDim,
          "): ", cudaGetErrorString(e));

@@ -4,7 +4,11 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include "api/error.h"
+#include "cuda/device_props.h"
 #include "cuda/fwd_sm80.h"
 #include "cuda/kernels/sm80/fwd_kernel.cuh"
 
@@ -13,10 +17,10 @@ namespace fa::cuda::sm80 {
 template <class T>
 void launch_fwd(const Params& p, cudaStream_t stream) {
   constexpr int kHeadDim = T::kHeadDim;
-  // Above 48 KB a kernel must opt in to dynamic shared memory; once per device and process is
-  // enough, but the call is cheap and idempotent, so it stays on the launch path for simplicity.
-  cudaError_t err = cudaFuncSetAttribute(fwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         T::kSmemBytes);
+  // Above 48 KB a kernel must opt in to dynamic shared memory, once per device.
+  static std::atomic<uint64_t> opted_in{0};
+  cudaError_t err = opt_in_smem(reinterpret_cast<const void*>(fwd_kernel<T>), T::kSmemBytes,
+                                p.device.index, opted_in);
   if (err != cudaSuccess)
     fail(FA_ERROR_CUDA, "cudaFuncSetAttribute(fwd sm80 d", kHeadDim, "): ", cudaGetErrorString(err));
   const dim3 grid(unsigned((p.seqlen_q + T::kBlockM - 1) / T::kBlockM), unsigned(p.heads_q),

@@ -15,6 +15,7 @@
 
 #include "api/error.h"
 #include "cuda/device_guard.h"
+#include "cuda/device_props.h"
 #include "cuda/kernels/vanilla/gemm.h"
 #include "cuda/kernels/vanilla/rows.cuh"
 #include "cuda/kernels/vanilla/softmax.cuh"
@@ -313,11 +314,8 @@ void run_typed(const Params& p, Pass pass, void* workspace, size_t bytes, void* 
 }  // namespace
 
 void check(const Params& p) {
-  int major = 0, minor = 0;
-  DeviceGuard::check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p.device.index),
-                     "cudaDeviceGetAttribute");
-  DeviceGuard::check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, p.device.index),
-                     "cudaDeviceGetAttribute");
+  const DeviceProps& dev = device_props(p.device.index);
+  const int major = dev.major, minor = dev.minor;
   const int need = p.dtype == DType::BF16 ? 8 : 7;  // cuBLAS bf16 GEMMs need Ampere
   if (major < need)
     fail(FA_ERROR_BACKEND, "CUDA device ", p.device.index, " has compute capability ", major, ".",
