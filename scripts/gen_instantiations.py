@@ -52,20 +52,14 @@ template void launch_bwd_main<BwdTraits<{d}, {tag}, true>>(const Params&, const 
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
     wanted = set()
+    kinds = {"fwd_sm80": TEMPLATE, "fwd_sm80_dropout": DROPOUT_TEMPLATE,
+             "bwd_sm80": BWD_TEMPLATE, "bwd_sm80_dropout": BWD_DROPOUT_TEMPLATE}
     for name, tag in TYPES.items():
         for d in HEAD_DIMS:
-            path = OUT / f"fwd_sm80_{name}_d{d}.cu"
-            path.write_text(TEMPLATE.format(d=d, tag=tag))
-            wanted.add(path.name)
-            path = OUT / f"fwd_sm80_dropout_{name}_d{d}.cu"
-            path.write_text(DROPOUT_TEMPLATE.format(d=d, tag=tag))
-            wanted.add(path.name)
-            path = OUT / f"bwd_sm80_{name}_d{d}.cu"
-            path.write_text(BWD_TEMPLATE.format(d=d, tag=tag))
-            wanted.add(path.name)
-            path = OUT / f"bwd_sm80_dropout_{name}_d{d}.cu"
-            path.write_text(BWD_DROPOUT_TEMPLATE.format(d=d, tag=tag))
-            wanted.add(path.name)
+            for kind, template in kinds.items():
+                path = OUT / f"{kind}_{name}_d{d}.cu"
+                path.write_text(template.format(d=d, tag=tag))
+                wanted.add(path.name)
     for stale in OUT.glob("*.cu"):
         if stale.name not in wanted:
             stale.unlink()

@@ -165,6 +165,11 @@ __device__ __forceinline__ void key_tile_rows(const Visibility& vis, int64_t len
   *end = q.end;
 }
 
+// The deterministic mode's wait: polls kSpinSleepNs apart (a block's step takes microseconds),
+// and a trap after kSpinLimit polls (over a minute), which only a broken dispatch order reaches.
+constexpr unsigned kSpinSleepNs = 64;
+constexpr long long kSpinLimit = 1ll << 30;
+
 // x, through an instruction the compiler can neither fold nor hoist out of a loop.
 __device__ __forceinline__ uint32_t opaque(uint32_t x) {
   uint32_t y;
@@ -445,8 +450,8 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
       if (tid == 0) {
         long long spins = 0;
         while (load_acquire(sem) < before) {
-          __nanosleep(64);
-          if (++spins > (1ll << 30)) __trap();  // a lower block never ran: not a hang
+          __nanosleep(kSpinSleepNs);
+          if (++spins > kSpinLimit) __trap();  // a lower block never ran: not a hang
         }
       }
       __syncthreads();
