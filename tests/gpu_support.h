@@ -83,6 +83,17 @@ struct DeviceProblem {
   }
 };
 
+// True, with the library's message in *why, when it has no CUDA backward kernel for p: a build
+// without them (FA_ERROR_BACKEND) or a kernel needing more shared memory than the GPU gives a
+// block (FA_ERROR_UNSUPPORTED). Tests skip then; any other failed query fails run_pass.
+inline bool backward_unavailable(const fa_params& p, std::string* why) {
+  size_t bytes = 0;
+  const fa_status st = fa_backward_workspace_size(&p, &bytes);
+  if (st != FA_ERROR_BACKEND && st != FA_ERROR_UNSUPPORTED) return false;
+  *why = fa_last_error();
+  return true;
+}
+
 // Runs one pass with a workspace of exactly the queried size; the query, the call and the
 // device must all succeed.
 inline void run_pass(const fa_params& p, bool backward) {

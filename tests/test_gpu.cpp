@@ -151,10 +151,7 @@ TEST_P(GpuBwd, GradientsMatchReference) {
 #ifdef FA_TEST_CUDA
   Problem pr(GetParam());
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
-  size_t bytes = 0;
-  const fa_status st = fa_backward_workspace_size(&dev.p, &bytes);
-  if (st == FA_ERROR_BACKEND || st == FA_ERROR_UNSUPPORTED) GTEST_SKIP() << fa_last_error();
-  ASSERT_EQ(st, FA_OK) << fa_last_error();
+  if (backward_unavailable(dev.p, &why)) GTEST_SKIP() << why;
   run_pass(dev.p, false);
   if (HasFatalFailure()) return;
   run_pass(dev.p, true);  // reads the GPU forward's out and lse

@@ -26,6 +26,16 @@ Index4 index4(const HostTensor& t, int64_t i) {
   return {(i / (sh[3] * sh[2])) % sh[1], (i / sh[3]) % sh[2], i % sh[3]};
 }
 
+// q = 0 (every probability 1 / seqlen_k) and t(b, s, h, c) = [s == c]: unit rows that expose
+// the keep-mask in out (t = v) or in dv (t = dout).
+void expose_mask(Problem& pr, HostTensor& t) {
+  for (int64_t i = 0; i < pr.q.numel(); ++i) pr.q.set(i, 0.0);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const Index4 x = index4(t, i);
+    t.set(i, x.s == x.c ? 1.0 : 0.0);
+  }
+}
+
 Case dropout_case(int64_t d, int64_t seqlen_q, int64_t seqlen_k) {
   Case c;
   c.dtype = FA_DTYPE_FP16;
@@ -50,13 +60,7 @@ TEST_P(GpuDropoutForward, MaskEqualsCpuBitForBit) {
   const int64_t d = GetParam();
   const Case c = dropout_case(d, 300, d);
   Problem gpu(c), cpu(c);
-  for (Problem* pr : {&gpu, &cpu}) {
-    for (int64_t i = 0; i < pr->q.numel(); ++i) pr->q.set(i, 0.0);
-    for (int64_t i = 0; i < pr->v.numel(); ++i) {
-      const Index4 x = index4(pr->v, i);
-      pr->v.set(i, x.s == x.c ? 1.0 : 0.0);
-    }
-  }
+  for (Problem* pr : {&gpu, &cpu}) expose_mask(*pr, pr->v);
   DeviceProblem dev(gpu, FA_BACKEND_AUTO);
   run_pass(dev.p, false);
   if (HasFatalFailure()) return;
@@ -93,17 +97,9 @@ TEST_P(GpuDropoutBackward, MaskEqualsCpuBitForBit) {
   const int64_t d = GetParam();
   const Case c = dropout_case(d, d, 300);
   Problem gpu(c), cpu(c);
-  for (Problem* pr : {&gpu, &cpu}) {
-    for (int64_t i = 0; i < pr->q.numel(); ++i) pr->q.set(i, 0.0);
-    for (int64_t i = 0; i < pr->dout.numel(); ++i) {
-      const Index4 x = index4(pr->dout, i);
-      pr->dout.set(i, x.s == x.c ? 1.0 : 0.0);
-    }
-  }
+  for (Problem* pr : {&gpu, &cpu}) expose_mask(*pr, pr->dout);
   DeviceProblem dev(gpu, FA_BACKEND_AUTO);
-  size_t bytes = 0;
-  const fa_status st = fa_backward_workspace_size(&dev.p, &bytes);
-  if (st == FA_ERROR_BACKEND || st == FA_ERROR_UNSUPPORTED) GTEST_SKIP() << fa_last_error();
+  if (backward_unavailable(dev.p, &why)) GTEST_SKIP() << why;
   run_pass(dev.p, false);
   if (HasFatalFailure()) return;
   run_pass(dev.p, true);
@@ -158,9 +154,7 @@ TEST_P(GpuDeterministic, HundredRunsBitIdentical) {
   c.seed = 4242;
   Problem pr(c);
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
-  size_t bytes = 0;
-  const fa_status st = fa_backward_workspace_size(&dev.p, &bytes);
-  if (st == FA_ERROR_BACKEND || st == FA_ERROR_UNSUPPORTED) GTEST_SKIP() << fa_last_error();
+  if (backward_unavailable(dev.p, &why)) GTEST_SKIP() << why;
   run_pass(dev.p, false);
   if (HasFatalFailure()) return;
   auto snapshot = [&](const DeviceTensor& t, HostTensor& h) {
