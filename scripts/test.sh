@@ -3,7 +3,7 @@
 # GPU tests skip (reported as skipped) when no CUDA device is present. With FA_TEST_SANITIZERS=1
 # (CI sets it) the CPU suite then runs a second time under AddressSanitizer + UBSan (the asan
 # preset): memory errors in the CPU backend, the validation and the tools fail the run.
-# FA_ARCHS (e.g. 90a) overrides the preset's CUDA architectures (CI compiles one; see .ci/run).
+# FA_ARCHS (e.g. 90a) overrides the preset's CUDA architectures (80;90a) for a faster build.
 #   [FA_TEST_SANITIZERS=1] [FA_ARCHS=...] scripts/test.sh [extra ctest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
