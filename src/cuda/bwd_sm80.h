@@ -16,11 +16,11 @@ constexpr int kBwdBlockM = 64;
 
 // Workspace of a backward with a kernel of head dim kernel_d, in this order: the fp32 dQ
 // accumulator (heads_q x rows x kernel_d), the deterministic mode's semaphores (int32, column
-// halves x heads_q x batch x query tiles of the longest sequence) and D = rowsum(dO ∘ O)
-// (heads_q x rows), rows = total_q. All 4-byte elements.
+// halves x heads_q x batch x query tiles of the longest sequence), D = rowsum(dO ∘ O) and
+// LSE · log2 e (heads_q x rows each), rows = total_q. All 4-byte elements.
 struct BwdLayout {
-  size_t dq_acc_elems, sem_elems, dsum_elems, m_blocks;
-  size_t bytes() const { return (dq_acc_elems + sem_elems + dsum_elems) * 4; }
+  size_t dq_acc_elems, sem_elems, dsum_elems, lse2_elems, m_blocks;
+  size_t bytes() const { return (dq_acc_elems + sem_elems + dsum_elems + lse2_elems) * 4; }
 };
 inline BwdLayout bwd_layout(const Params& p, int kernel_d) {
   BwdLayout l;
@@ -29,6 +29,7 @@ inline BwdLayout bwd_layout(const Params& p, int kernel_d) {
   l.dq_acc_elems = rows * size_t(kernel_d);
   l.sem_elems = size_t(kernel_d > 128 ? 2 : 1) * size_t(p.heads_q) * size_t(p.batch) * l.m_blocks;
   l.dsum_elems = rows;
+  l.lse2_elems = rows;
   return l;
 }
 // Keys per block of the main kernel (BwdTraits::kBlockN): 16 per warp; 8 warps unless the

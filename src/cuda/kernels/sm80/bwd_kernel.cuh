@@ -4,7 +4,8 @@
 // backend's) and a deterministic mode. docs/cuda-kernels.md, "Backward".
 //
 // Three kernels per call:
-//   bwd_preprocess   D = rowsum(dO ∘ O) per (query head, row), fp32, into the workspace;
+//   bwd_preprocess   D = rowsum(dO ∘ O) and LSE · log2 e per (query head, row), fp32, into the
+//                    workspace;
 //   bwd_kernel       one block per (key tile of kBlockN keys, kv head, batch): K and V stay in
 //                    shared memory, dK and dV in registers across every query head of the group
 //                    (GQA: summed without per-query-head copies) and every query tile that sees
@@ -36,13 +37,15 @@
 //                       row = key), and each warp then takes 16 query rows (and, with 8 warps,
 //                       half of the columns): A is dS read from dSᵀ with ldmatrix.trans at
 //                       bt_lane offsets, B is K through ldmatrix.trans.
-// with P = exp(logit - LSE), dS = P ∘ (dP - D), and the chain rule through softcap and the
-// softmax scale folded into dS (dK and dQ then need no scaling).
+// with P = exp(logit - LSE), dS = P ∘ (dP - D) and the chain rule through softcap folded into
+// dS; the softmax scale is left out of dS and applied once to dK (at the end) and to dQ (in the
+// postprocess), as FA2 does.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "api/params.h"
 #include "common/dtype.h"
@@ -97,13 +100,15 @@ struct BwdTraits {
 };
 
 // The workspace as the kernels see it (layout: bwd_sm80.h, bwd_workspace_bytes): the fp32 dQ
-// accumulator [heads_q][rows][kHeadDim], the deterministic mode's semaphores
-// [kSplitD][heads_q][batch][m_blocks], then D [heads_q][rows]; row = b * seqlen_q + i, or the
-// packed row of a variable-length batch.
+// accumulator [heads_q][rows][kHeadDim] (dS K without the softmax scale, which the postprocess
+// applies), the deterministic mode's semaphores [kSplitD][heads_q][batch][m_blocks], then D and
+// LSE · log2(e) [heads_q][rows] each; row = b * seqlen_q + i, or the packed row of a
+// variable-length batch.
 struct BwdWorkspace {
   float* dq_acc;
   int* sem;
   float* dsum;
+  float* lse2;  // the saved LSE in base 2, so that P = exp2(s · scale · log2 e - lse2) is one FFMA
   int64_t rows;  // total_q
   int m_blocks;  // query tiles of the longest sequence
 };
@@ -123,7 +128,8 @@ __device__ __forceinline__ int64_t acc_row(const Params& p, int64_t b, const Seq
   return p.varlen() ? sq.q_start : b * p.seqlen_q;  // + the row inside the sequence
 }
 
-// D = rowsum(dO ∘ O): one warp per row; grid (ceil(seqlen_q / kWarps), heads_q, batch).
+// D = rowsum(dO ∘ O) and LSE · log2(e) per row, in the workspace's row order: one warp per row;
+// grid (ceil(seqlen_q / kWarps), heads_q, batch).
 template <typename Tag, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps) bwd_preprocess(const __grid_constant__ Params p,
                                                               BwdWorkspace ws) {
@@ -137,10 +143,15 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_preprocess(const __grid_const
   for (int c = lane; c < p.head_dim; c += 32) sum += load_float<Tag>(o + c) * load_float<Tag>(dout + c);
 #pragma unroll
   for (int m = 16; m >= 1; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
-  if (lane == 0) ws.dsum[h * ws.rows + acc_row(p, b, sq) + i] = sum;
+  if (lane == 0) {
+    const int64_t row = h * ws.rows + acc_row(p, b, sq) + i;
+    ws.dsum[row] = sum;
+    ws.lse2[row] = p.lse.at(b, h, sq.q_start + i) * kLog2e;
+  }
 }
 
-// dq = dQ accumulator in the input type: one thread per element pair; grid as the preprocess.
+// dq = softmax scale × the dQ accumulator, in the input type: one thread per element pair; grid
+// as the preprocess.
 template <typename Tag, int kHeadDimPad, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps) bwd_postprocess(const __grid_constant__ Params p,
                                                                BwdWorkspace ws) {
@@ -151,7 +162,8 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_postprocess(const __grid_cons
   const float* acc = ws.dq_acc + (h * ws.rows + acc_row(p, b, sq) + i) * kHeadDimPad;
   uint16_t* dq = p.dq.at<uint16_t>(b, sq.q_start + i, h);
   for (int c = 2 * lane; c < p.head_dim; c += 64)
-    *reinterpret_cast<uint32_t*>(dq + c) = pack2<Tag>(acc[c], acc[c + 1]);
+    *reinterpret_cast<uint32_t*>(dq + c) =
+        pack2<Tag>(acc[c] * p.softmax_scale, acc[c + 1] * p.softmax_scale);
 }
 
 // Query tiles of key tile nb (KeyTileQueries, tile_ranges.h) at this kernel's tile sizes. The
@@ -186,13 +198,21 @@ __device__ __forceinline__ void add_release(int* p, int v) {
   asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 
-// fp32 pair += (a, b) in global memory: one 8-byte vector atomic on sm90, two scalar ones before.
-__device__ __forceinline__ void atomic_add2(float* dst, float a, float b) {
+// If ok, the fp32 pair at dst += (a, b), returning nothing, as a predicated instruction rather
+// than a branch around it (a branch and its reconvergence per pair cost ~12 instructions): one
+// 8-byte vector reduction on sm90 (atomicAdd on a float2 compiles to an ATOMG that returns the
+// old pair), two scalar ones before.
+__device__ __forceinline__ void red_add2_if(bool ok, float* dst, float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  atomicAdd(reinterpret_cast<float2*>(dst), make_float2(a, b));
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p red.global.add.v2.f32 [%0], {%1, %2};\n}\n" ::"l"(
+          dst),
+      "f"(a), "f"(b), "r"(int(ok)));
 #else
-  atomicAdd(dst, a);
-  atomicAdd(dst + 1, b);
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p red.global.add.f32 [%0], %1;\n"
+      " @p red.global.add.f32 [%0+4], %2;\n}\n" ::"l"(dst),
+      "f"(a), "f"(b), "r"(int(ok)));
 #endif
 }
 
@@ -222,6 +242,63 @@ __device__ __forceinline__ void dq_gemm(float (&dq)[T::kDqCols / 8][4], uint32_t
   }
 }
 
+// P and dS of one step in place: st <- P (P ∘ [kept] with dropout), dpt <- dS = P ∘ (dP - D)
+// with the softcap derivative, without the softmax scale (dK and the postprocess of dQ apply it).
+// Element e of tile nt: key kr = 16 warp + g + 8 (e / 2), query qc = 8 nt + 2t + e % 2 of the
+// step; the mask and the ALiBi distance in 32-bit tile coordinates (StepWindow, host-tested in
+// tests/test_tile_ranges.cpp). With dropout the forward's P·V saw P ∘ keep (keep = 0 or
+// 1 / (1 - p)), so dS = P ∘ (dP ∘ keep - D) and dV takes P ∘ [kept], scaled by 1 / (1 - p) in
+// fp32 at the end (as the forward does, so that no scaled P is rounded to 16 bits).
+// kMasked / kTransform false: the step has no masked element / no logit transform, decided at
+// compile time (a runtime test inside the unrolled loop cost a branch and its reconvergence per
+// element); true: masked / transform, also tested at run time, for the dropout kernels, whose
+// Philox code in four copies spilled up to 1.7 KB.
+template <class T, bool kMasked, bool kTransform>
+__device__ __forceinline__ void bwd_pointwise(float (&st)[T::kBlockM / 8][4],
+                                              float (&dpt)[T::kBlockM / 8][4], const float* lse2,
+                                              const float* dsum, float scale,
+                                              const Logit<float>& logit, const StepWindow& win,
+                                              const DropoutStream& drop, uint32_t bh, int64_t m0,
+                                              int64_t n0, int warp, int g, int t, bool masked,
+                                              bool transform) {
+  const float scale_log2 = scale * kLog2e;
+  const float inv_softcap = kTransform && logit.softcap > 0.f ? 1.f / logit.softcap : 0.f;
+#pragma unroll
+  for (int nt = 0; nt < T::kBlockM / 8; ++nt) {
+    const float2 l2 = *reinterpret_cast<const float2*>(lse2 + 8 * nt + 2 * t);
+    const float2 dd = *reinterpret_cast<const float2*>(dsum + 8 * nt + 2 * t);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int kr = warp * 16 + g + 8 * (e / 2), qc = 8 * nt + 2 * t + (e & 1);
+      const float lse_e = e & 1 ? l2.y : l2.x, d_e = e & 1 ? dd.y : dd.x;
+      float pr, dx = 1.f;
+      if (kTransform && transform) {
+        float x = st[nt][e] * scale;
+        if (logit.softcap > 0.f) {
+          const float th = tanhf(x * inv_softcap);
+          x = logit.softcap * th;
+          dx = 1.f - th * th;
+        }
+        x -= logit.alibi_slope * float(win.alibi_distance(kr, qc));
+        pr = exp2_fast(fmaf(x, kLog2e, -lse_e));
+      } else {
+        pr = exp2_fast(fmaf(st[nt][e], scale_log2, -lse_e));
+      }
+      if constexpr (kMasked) {
+        if (masked && !win.visible(kr, qc)) pr = 0.f;
+      }
+      float dp = dpt[nt][e], pk = pr;
+      if constexpr (T::kDropout) {
+        const bool kept = drop.keep(bh, uint32_t(m0 + qc), uint32_t(n0 + kr));
+        dp = kept ? dp * drop.keep_scale : 0.f;
+        pk = kept ? pr : 0.f;
+      }
+      st[nt][e] = pk;
+      dpt[nt][e] = kTransform ? pr * (dp - d_e) * dx : pr * (dp - d_e);  // dx = 1 unless softcap
+    }
+  }
+}
+
 // One block: key tile nb, columns [kC0, kC0 + kAccD) of dK, dV and dQ (the whole head dim when
 // kSplitD = 1). Its steps walk (query head of the group, query tile) pairs; the Q, dO, LSE and D
 // of step s + 1 stream into the other buffer while step s computes.
@@ -242,7 +319,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   uint16_t* sQ = sV + KvTile::kElems;         // [kBufs][QTile]
   uint16_t* sdO = sQ + kBufs * QTile::kElems;  // [kBufs][QTile]
   uint16_t* sdS = sdO + kBufs * QTile::kElems;
-  float* sLse = reinterpret_cast<float*>(sdS + STile::kElems);  // [kBufs][kM]
+  float* sLse = reinterpret_cast<float*>(sdS + STile::kElems);  // [kBufs][kM], LSE · log2 e
   float* sD = sLse + kBufs * kM;                                  // [kBufs][kM]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -264,12 +341,12 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   if constexpr (T::kDropout) drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
   const bool deterministic = p.deterministic;
 
-  // Q, dO, LSE and D of step s into buffer buf. Rows past the sequence arrive as zeros: their
-  // P is exp(0 - 0) = 1, but with dO = 0, Q = 0 and D = 0 they add nothing to dV, dK or dS,
-  // and their dQ is never written.
-  auto load_step = [&](int s, int buf) {
-    const int64_t hq = hk * group + s / m_steps;
-    const int64_t m0 = int64_t(m_begin + s % m_steps) * kM;
+  // Q, dO, LSE and D of the step (query head head of the group, query tile mb) into buffer buf.
+  // Rows past the sequence arrive as zeros: their P is exp(0 - 0) = 1, but with dO = 0, Q = 0
+  // and D = 0 they add nothing to dV, dK or dS, and their dQ is never written.
+  auto load_step = [&](int head, int mb, int buf) {
+    const int64_t hq = hk * group + head;
+    const int64_t m0 = int64_t(mb) * kM;
     const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
     load_tile<QTile, T::kThreads>(sQ + buf * QTile::kElems,
                                   p.q.at<const uint16_t>(b, sq.q_start + m0, hq), p.q.stride_s,
@@ -280,7 +357,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     if (tid < kM) {
       const bool ok = tid < rows;
       const int64_t row = ok ? m0 + tid : 0;
-      cp_async_4(smem_addr(sLse + buf * kM + tid), &p.lse.at(b, hq, sq.q_start + row), ok);
+      cp_async_4(smem_addr(sLse + buf * kM + tid), ws.lse2 + hq * ws.rows + acc0 + row, ok);
       cp_async_4(smem_addr(sD + buf * kM + tid), ws.dsum + hq * ws.rows + acc0 + row, ok);
     }
   };
@@ -289,7 +366,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
                                  keys, d, tid);
   load_tile<KvTile, T::kThreads>(sV, p.v.at<const uint16_t>(b, sq.k_start + n0, hk), p.v.stride_s,
                                  keys, d, tid);
-  if (steps > 0) load_step(0, 0);
+  if (steps > 0) load_step(0, m_begin, 0);
   cp_async_commit();
 
   float dk[kNtD][4], dv[kNtD][4];
@@ -308,10 +385,14 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   constexpr int kRowGroups = kM / 16;
   const int rg = warp % kRowGroups, cg = warp / kRowGroups;
 
+  // Step s is (query head head of the group, query tile mb), head-major; (nhead, nmb) is step
+  // s + 1, counted rather than divided out of s (an integer division per step).
+  int head = 0, mb = m_begin;
   for (int s = 0; s < steps; ++s) {
     const int buf = kBufs == 2 ? s & 1 : 0;
-    const int64_t hq = hk * group + s / m_steps;
-    const int mb = m_begin + s % m_steps;
+    const bool wrap = mb + 1 == m_end;
+    const int nhead = wrap ? head + 1 : head, nmb = wrap ? m_begin : mb + 1;
+    const int64_t hq = hk * group + head;
     const int64_t m0 = int64_t(mb) * kM;
     const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
     cp_async_wait<0>();
@@ -320,7 +401,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     // done too.
     __syncthreads();
     if constexpr (kBufs == 2) {
-      if (s + 1 < steps) load_step(s + 1, buf ^ 1);
+      if (s + 1 < steps) load_step(nhead, nmb, buf ^ 1);
       cp_async_commit();
     }
     // The buffers' base addresses pass through an opaque move each step: with one buffer they
@@ -358,41 +439,21 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
       }
     }
 
-    // P and dS in place (st <- P, or P ∘ [kept] with dropout; dpt <- dS with the scale and the
-    // softcap derivative). Element e of tile nt: key kr = 16 warp + g + 8 (e / 2), query
-    // qc = 8 nt + 2t + e % 2 of the step; the mask and ALiBi distance in 32-bit tile
-    // coordinates (StepWindow, host-tested in tests/test_tile_ranges.cpp). With dropout the
-    // forward's P·V saw P ∘ keep (keep = 0 or 1 / (1 - p)), so dS = P ∘ (dP ∘ keep - D) and
-    // dV takes P ∘ [kept], scaled by 1 / (1 - p) in fp32 at the end (as the forward does, so
-    // that no scaled P is rounded to 16 bits).
     const bool masked = n0 + kN > sq.len_k || !vis.block_unmasked(m0, m0 + rows, n0, n0 + kN);
     const StepWindow win(vis, m0, n0, sq.len_k, kN);
     const uint32_t bh = uint32_t(b * p.heads_q + hq);  // the dropout stream's matrix
-#pragma unroll
-    for (int nt = 0; nt < kNtS; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int kr = warp * 16 + g + 8 * (e / 2), qc = 8 * nt + 2 * t + (e & 1);
-        float x = st[nt][e] * scale, dx = 1.f;
-        if (transform) {
-          if (logit.softcap > 0.f) {
-            const float th = tanhf(x / logit.softcap);
-            x = logit.softcap * th;
-            dx = 1.f - th * th;
-          }
-          x -= logit.alibi_slope * float(win.alibi_distance(kr, qc));
-        }
-        float pr = exp2_fast((x - lse[qc]) * kLog2e);
-        if (masked && !win.visible(kr, qc)) pr = 0.f;
-        float dp = dpt[nt][e], pk = pr;
-        if constexpr (T::kDropout) {
-          const bool kept = drop.keep(bh, uint32_t(m0 + qc), uint32_t(n0 + kr));
-          dp = kept ? dp * drop.keep_scale : 0.f;
-          pk = kept ? pr : 0.f;
-        }
-        st[nt][e] = pk;
-        dpt[nt][e] = pr * (dp - dsum[qc]) * dx * scale;
-      }
+    auto pointwise = [&](auto kMasked, auto kTransform) {
+      bwd_pointwise<T, decltype(kMasked)::value, decltype(kTransform)::value>(
+          st, dpt, lse, dsum, scale, logit, win, drop, bh, m0, n0, warp, g, t, masked, transform);
+    };
+    using Yes = std::true_type;
+    using No = std::false_type;
+    if constexpr (T::kDropout)
+      pointwise(Yes{}, Yes{});
+    else if (masked)
+      transform ? pointwise(Yes{}, Yes{}) : pointwise(Yes{}, No{});
+    else
+      transform ? pointwise(No{}, Yes{}) : pointwise(No{}, No{});
 
     // dV_w += Pᵀ_w dO, dK_w += dSᵀ_w Q over this block's columns: k-step kk covers queries
     // 16 kk .. 16 kk + 15.
@@ -422,7 +483,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     }
     __syncthreads();  // dSᵀ complete; with one buffer, Q, dO, LSE and D of this step are read
     if constexpr (kBufs == 1) {
-      if (s + 1 < steps) load_step(s + 1, 0);
+      if (s + 1 < steps) load_step(nhead, nmb, 0);
       cp_async_commit();
     }
 
@@ -456,28 +517,33 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
       }
       __syncthreads();
     }
+    // This thread's dQ elements: rows i0 and i0 + 8, columns col0 + 8 nd + 2t (+1), every
+    // address an immediate offset from acc. Rows past the sequence are skipped; columns past d
+    // (a padded head dim) are not: the accumulator's rows are kD wide, K's padded columns are
+    // zeros in shared memory, and the postprocess never reads those columns.
     const int col0 = kC0 + cg * T::kDqCols;
+    const int64_t i0 = m0 + rg * 16 + g;
+    float* acc = ws.dq_acc + (hq * ws.rows + acc0 + i0) * kD + col0 + 2 * t;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int64_t i = m0 + rg * 16 + g + 8 * r;
-      if (i >= sq.len_q) continue;
-      float* acc = ws.dq_acc + (hq * ws.rows + acc0 + i) * kD + col0;
+      const bool ok = i0 + 8 * r < sq.len_q;
 #pragma unroll
-      for (int nd = 0; nd < T::kDqCols / 8; ++nd) {
-        const int c = 8 * nd + 2 * t;
-        if (col0 + c < d) atomic_add2(acc + c, dq[nd][2 * r], dq[nd][2 * r + 1]);
-      }
+      for (int nd = 0; nd < T::kDqCols / 8; ++nd)
+        red_add2_if(ok, acc + r * 8 * kD + 8 * nd, dq[nd][2 * r], dq[nd][2 * r + 1]);
     }
     if (deterministic) {
       __threadfence();
       __syncthreads();
       if (tid == 0) add_release(sem, 1);
     }
+    head = nhead;
+    mb = nmb;
   }
 
   cp_async_wait<0>();  // a tile no query sees ran no step: its K / V copies may be in flight
 
-  // dK, dV of the warp's keys (zero for keys no query sees).
+  // dK, dV of the warp's keys (zero for keys no query sees); dK takes the softmax scale that dS
+  // left out.
   const float dv_scale = T::kDropout ? drop.keep_scale : 1.f;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -489,7 +555,8 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     for (int nd = 0; nd < kNtD; ++nd) {
       const int c = 8 * nd + 2 * t;
       if (kC0 + c < d) {
-        *reinterpret_cast<uint32_t*>(dkp + c) = pack2<Tag>(dk[nd][2 * r], dk[nd][2 * r + 1]);
+        *reinterpret_cast<uint32_t*>(dkp + c) =
+            pack2<Tag>(dk[nd][2 * r] * scale, dk[nd][2 * r + 1] * scale);
         *reinterpret_cast<uint32_t*>(dvp + c) =
             pack2<Tag>(dv[nd][2 * r] * dv_scale, dv[nd][2 * r + 1] * dv_scale);
       }

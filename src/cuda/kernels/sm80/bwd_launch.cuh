@@ -49,6 +49,7 @@ void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
   ws.dq_acc = static_cast<float*>(workspace);
   ws.sem = reinterpret_cast<int*>(ws.dq_acc + layout.dq_acc_elems);
   ws.dsum = reinterpret_cast<float*>(ws.sem + layout.sem_elems);
+  ws.lse2 = ws.dsum + layout.dsum_elems;
   auto check = [](cudaError_t e, const char* what) {
     if (e != cudaSuccess)
       fail(FA_ERROR_CUDA, what, " (sm80 backward, d", kHeadDim, "): ", cudaGetErrorString(e));
