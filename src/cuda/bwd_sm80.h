@@ -17,14 +17,19 @@ constexpr int kBwdBlockM = 64;
 // Workspace of a backward with a kernel of head dim kernel_d, in this order: the fp32 dQ
 // accumulator (heads_q x rows x kernel_d), the deterministic mode's semaphores (int32, column
 // halves x heads_q x batch x query tiles of the longest sequence), D = rowsum(dO ∘ O) and
-// LSE · log2 e (heads_q x rows each), rows = total_q. All 4-byte elements.
+// LSE · log2 e (heads_q x rows each), rows = total_q + batch x kBwdBlockM (each sequence has
+// kBwdBlockM spare rows, for the main kernel's partial query tiles). All 4-byte elements.
 struct BwdLayout {
   size_t dq_acc_elems, sem_elems, dsum_elems, lse2_elems, m_blocks;
   size_t bytes() const { return (dq_acc_elems + sem_elems + dsum_elems + lse2_elems) * 4; }
 };
+// Workspace rows of one head (BwdWorkspace::rows).
+inline size_t bwd_rows(const Params& p) {
+  return size_t(p.total_q) + size_t(p.batch) * size_t(kBwdBlockM);
+}
 inline BwdLayout bwd_layout(const Params& p, int kernel_d) {
   BwdLayout l;
-  const size_t rows = size_t(p.heads_q) * size_t(p.total_q);
+  const size_t rows = size_t(p.heads_q) * bwd_rows(p);
   l.m_blocks = size_t((p.seqlen_q + kBwdBlockM - 1) / kBwdBlockM);
   l.dq_acc_elems = rows * size_t(kernel_d);
   l.sem_elems = size_t(kernel_d > 128 ? 2 : 1) * size_t(p.heads_q) * size_t(p.batch) * l.m_blocks;

@@ -4,8 +4,8 @@
 // backend's) and a deterministic mode. docs/cuda-kernels.md, "Backward".
 //
 // Three kernels per call:
-//   bwd_preprocess   D = rowsum(dO ∘ O) and LSE · log2 e per (query head, row), fp32, into the
-//                    workspace;
+//   bwd_preprocess   scale · D (D = rowsum(dO ∘ O)) and LSE · log2 e per (query head, row),
+//                    fp32, into the workspace;
 //   bwd_kernel       one block per (key tile of kBlockN keys, kv head, batch): K and V stay in
 //                    shared memory, dK and dV in registers across every query head of the group
 //                    (GQA: summed without per-query-head copies) and every query tile that sees
@@ -37,9 +37,11 @@
 //                       row = key), and each warp then takes 16 query rows (and, with 8 warps,
 //                       half of the columns): A is dS read from dSᵀ with ldmatrix.trans at
 //                       bt_lane offsets, B is K through ldmatrix.trans.
-// with P = exp(logit - LSE), dS = P ∘ (dP - D) and the chain rule through softcap folded into
-// dS; the softmax scale is left out of dS and applied once to dK (at the end) and to dQ (in the
-// postprocess), as FA2 does.
+// with P = exp(logit - LSE), dS = P ∘ (dP - D), and the chain rule through softcap and the
+// softmax scale folded into dS before it is rounded to 16 bits (dK and dQ then need no scaling):
+// dS = P ∘ (scale dP - scale D), one FFMA with scale D precomputed by the preprocess. (FA2 rounds
+// the unscaled dS and scales dK and dQ at the end; that cost this kernel 1.03x the 3x-naive
+// bound on one fp16 dQ case of the test grid, and saves no instruction over the FFMA.)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -51,6 +53,7 @@
 #include "common/dtype.h"
 #include "common/mask.h"
 #include "common/philox.h"
+#include "cuda/bwd_sm80.h"  // kBwdBlockM
 #include "cuda/arch/cp_async.cuh"
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
@@ -100,16 +103,17 @@ struct BwdTraits {
 };
 
 // The workspace as the kernels see it (layout: bwd_sm80.h, bwd_workspace_bytes): the fp32 dQ
-// accumulator [heads_q][rows][kHeadDim] (dS K without the softmax scale, which the postprocess
-// applies), the deterministic mode's semaphores [kSplitD][heads_q][batch][m_blocks], then D and
-// LSE · log2(e) [heads_q][rows] each; row = b * seqlen_q + i, or the packed row of a
-// variable-length batch.
+// accumulator [heads_q][rows][kHeadDim], the deterministic mode's semaphores
+// [kSplitD][heads_q][batch][m_blocks], then scale · D and LSE · log2(e) [heads_q][rows] each.
+// Rows: acc_row. Each sequence has kBwdBlockM spare rows after its own, so that the main
+// kernel's dQ reductions for a partial last query tile need no row test: the rows past the
+// sequence take dS = 0 rows (their Q, dO, D are zero-filled) and are never read.
 struct BwdWorkspace {
   float* dq_acc;
   int* sem;
-  float* dsum;
+  float* dsum;  // softmax scale · D
   float* lse2;  // the saved LSE in base 2, so that P = exp2(s · scale · log2 e - lse2) is one FFMA
-  int64_t rows;  // total_q
+  int64_t rows;  // rows of one head: total_q + batch * kBwdBlockM
   int m_blocks;  // query tiles of the longest sequence
 };
 
@@ -124,12 +128,13 @@ __device__ __forceinline__ float load_float<Fp16Tag>(const uint16_t* x) {
   return to_float(half_t{*x});
 }
 
+// The workspace row of sequence b's first query (+ the row inside the sequence).
 __device__ __forceinline__ int64_t acc_row(const Params& p, int64_t b, const SeqInfo& sq) {
-  return p.varlen() ? sq.q_start : b * p.seqlen_q;  // + the row inside the sequence
+  return (p.varlen() ? sq.q_start : b * p.seqlen_q) + b * kBwdBlockM;
 }
 
-// D = rowsum(dO ∘ O) and LSE · log2(e) per row, in the workspace's row order: one warp per row;
-// grid (ceil(seqlen_q / kWarps), heads_q, batch).
+// scale · rowsum(dO ∘ O) and LSE · log2(e) per row, in the workspace's row order: one warp per
+// row; grid (ceil(seqlen_q / kWarps), heads_q, batch).
 template <typename Tag, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps) bwd_preprocess(const __grid_constant__ Params p,
                                                               BwdWorkspace ws) {
@@ -145,13 +150,12 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_preprocess(const __grid_const
   for (int m = 16; m >= 1; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
   if (lane == 0) {
     const int64_t row = h * ws.rows + acc_row(p, b, sq) + i;
-    ws.dsum[row] = sum;
+    ws.dsum[row] = sum * p.softmax_scale;
     ws.lse2[row] = p.lse.at(b, h, sq.q_start + i) * kLog2e;
   }
 }
 
-// dq = softmax scale × the dQ accumulator, in the input type: one thread per element pair; grid
-// as the preprocess.
+// dq = dQ accumulator in the input type: one thread per element pair; grid as the preprocess.
 template <typename Tag, int kHeadDimPad, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps) bwd_postprocess(const __grid_constant__ Params p,
                                                                BwdWorkspace ws) {
@@ -163,8 +167,30 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_postprocess(const __grid_cons
   uint16_t* dq = p.dq.at<uint16_t>(b, sq.q_start + i, h);
   for (int c = 2 * lane; c < p.head_dim; c += 64)
     *reinterpret_cast<uint32_t*>(dq + c) =
-        pack2<Tag>(acc[c] * p.softmax_scale, acc[c + 1] * p.softmax_scale);
+        pack2<Tag>(acc[c], acc[c + 1]);
 }
+
+// load_tile (fwd_tile.cuh) for a tile whose rows and columns are all in range: no per-row test
+// and no source select (a step's Q / dO copies took ~150 instructions a warp with them). Only for
+// tiles whose rows split evenly over the threads (kFullLoads).
+template <class Tile, int kThreads>
+struct FullTileLoad {
+  static constexpr int kChunksPerRow = Tile::kColCount / Tile::kChunkElems;
+  static constexpr int kRowStep = kThreads / kChunksPerRow;
+  static constexpr bool kOk = Tile::kColCount % Tile::kChunkElems == 0 &&
+                              kRowStep * kChunksPerRow == kThreads && kRowStep % 8 == 0 &&
+                              Tile::kRowCount % kRowStep == 0;  // one swizzle phase per thread
+  __device__ __forceinline__ static void run(uint16_t* smem, const uint16_t* gmem,
+                                             int64_t row_stride, int tid) {
+    const int row = tid / kChunksPerRow, col = (tid % kChunksPerRow) * Tile::kChunkElems;
+    const uint16_t* src = gmem + row * row_stride + col;
+    const uint32_t dst = smem_addr(smem + Tile::offset(row, col));
+#pragma unroll
+    for (int i = 0; i < Tile::kRowCount / kRowStep; ++i)
+      cp_async_16(dst + uint32_t(i * kRowStep * Tile::kBlockCols * 2), src + i * kRowStep * row_stride,
+                  true);
+  }
+};
 
 // Query tiles of key tile nb (KeyTileQueries, tile_ranges.h) at this kernel's tile sizes. The
 // block's own loop and the deterministic mode's wait both use it, so they agree on which blocks
@@ -198,21 +224,14 @@ __device__ __forceinline__ void add_release(int* p, int v) {
   asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 
-// If ok, the fp32 pair at dst += (a, b), returning nothing, as a predicated instruction rather
-// than a branch around it (a branch and its reconvergence per pair cost ~12 instructions): one
-// 8-byte vector reduction on sm90 (atomicAdd on a float2 compiles to an ATOMG that returns the
-// old pair), two scalar ones before.
-__device__ __forceinline__ void red_add2_if(bool ok, float* dst, float a, float b) {
+// The fp32 pair at dst += (a, b), returning nothing: one 8-byte vector reduction on sm90
+// (atomicAdd on a float2 compiles to an ATOMG that returns the old pair), two scalar ones before.
+__device__ __forceinline__ void red_add2(float* dst, float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p red.global.add.v2.f32 [%0], {%1, %2};\n}\n" ::"l"(
-          dst),
-      "f"(a), "f"(b), "r"(int(ok)));
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(dst), "f"(a), "f"(b));
 #else
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p red.global.add.f32 [%0], %1;\n"
-      " @p red.global.add.f32 [%0+4], %2;\n}\n" ::"l"(dst),
-      "f"(a), "f"(b), "r"(int(ok)));
+  atomicAdd(dst, a);
+  atomicAdd(dst + 1, b);
 #endif
 }
 
@@ -242,8 +261,8 @@ __device__ __forceinline__ void dq_gemm(float (&dq)[T::kDqCols / 8][4], uint32_t
   }
 }
 
-// P and dS of one step in place: st <- P (P ∘ [kept] with dropout), dpt <- dS = P ∘ (dP - D)
-// with the softcap derivative, without the softmax scale (dK and the postprocess of dQ apply it).
+// P and dS of one step in place: st <- P (P ∘ [kept] with dropout), dpt <- dS =
+// P ∘ (scale dP - scale D) with the softcap derivative (dsum holds scale · D).
 // Element e of tile nt: key kr = 16 warp + g + 8 (e / 2), query qc = 8 nt + 2t + e % 2 of the
 // step; the mask and the ALiBi distance in 32-bit tile coordinates (StepWindow, host-tested in
 // tests/test_tile_ranges.cpp). With dropout the forward's P·V saw P ∘ keep (keep = 0 or
@@ -294,7 +313,8 @@ __device__ __forceinline__ void bwd_pointwise(float (&st)[T::kBlockM / 8][4],
         pk = kept ? pr : 0.f;
       }
       st[nt][e] = pk;
-      dpt[nt][e] = kTransform ? pr * (dp - d_e) * dx : pr * (dp - d_e);  // dx = 1 unless softcap
+      const float ds = pr * fmaf(dp, scale, -d_e);
+      dpt[nt][e] = kTransform ? ds * dx : ds;  // dx = 1 unless softcap
     }
   }
 }
@@ -348,12 +368,17 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     const int64_t hq = hk * group + head;
     const int64_t m0 = int64_t(mb) * kM;
     const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
-    load_tile<QTile, T::kThreads>(sQ + buf * QTile::kElems,
-                                  p.q.at<const uint16_t>(b, sq.q_start + m0, hq), p.q.stride_s,
-                                  rows, d, tid);
-    load_tile<QTile, T::kThreads>(sdO + buf * QTile::kElems,
-                                  p.dout.at<const uint16_t>(b, sq.q_start + m0, hq),
-                                  p.dout.stride_s, rows, d, tid);
+    const uint16_t* q = p.q.at<const uint16_t>(b, sq.q_start + m0, hq);
+    const uint16_t* dout = p.dout.at<const uint16_t>(b, sq.q_start + m0, hq);
+    using Full = FullTileLoad<QTile, T::kThreads>;
+    if (Full::kOk && rows == kM && d == kD) {
+      Full::run(sQ + buf * QTile::kElems, q, p.q.stride_s, tid);
+      Full::run(sdO + buf * QTile::kElems, dout, p.dout.stride_s, tid);
+    } else {
+      load_tile<QTile, T::kThreads>(sQ + buf * QTile::kElems, q, p.q.stride_s, rows, d, tid);
+      load_tile<QTile, T::kThreads>(sdO + buf * QTile::kElems, dout, p.dout.stride_s, rows, d,
+                                    tid);
+    }
     if (tid < kM) {
       const bool ok = tid < rows;
       const int64_t row = ok ? m0 + tid : 0;
@@ -518,19 +543,17 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
       __syncthreads();
     }
     // This thread's dQ elements: rows i0 and i0 + 8, columns col0 + 8 nd + 2t (+1), every
-    // address an immediate offset from acc. Rows past the sequence are skipped; columns past d
-    // (a padded head dim) are not: the accumulator's rows are kD wide, K's padded columns are
-    // zeros in shared memory, and the postprocess never reads those columns.
+    // address an immediate offset from acc, with no test: rows past the sequence land in its
+    // spare rows (BwdWorkspace), columns past d (a padded head dim) in the accumulator's padded
+    // columns (K's padded columns are zeros in shared memory); the postprocess reads neither.
+    // (A test per row compiled to a branch around each reduction, ~4 instructions each.)
     const int col0 = kC0 + cg * T::kDqCols;
-    const int64_t i0 = m0 + rg * 16 + g;
-    float* acc = ws.dq_acc + (hq * ws.rows + acc0 + i0) * kD + col0 + 2 * t;
+    float* acc = ws.dq_acc + (hq * ws.rows + acc0 + m0 + rg * 16 + g) * kD + col0 + 2 * t;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const bool ok = i0 + 8 * r < sq.len_q;
+    for (int r = 0; r < 2; ++r)
 #pragma unroll
       for (int nd = 0; nd < T::kDqCols / 8; ++nd)
-        red_add2_if(ok, acc + r * 8 * kD + 8 * nd, dq[nd][2 * r], dq[nd][2 * r + 1]);
-    }
+        red_add2(acc + r * 8 * kD + 8 * nd, dq[nd][2 * r], dq[nd][2 * r + 1]);
     if (deterministic) {
       __threadfence();
       __syncthreads();
@@ -542,8 +565,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
 
   cp_async_wait<0>();  // a tile no query sees ran no step: its K / V copies may be in flight
 
-  // dK, dV of the warp's keys (zero for keys no query sees); dK takes the softmax scale that dS
-  // left out.
+  // dK, dV of the warp's keys (zero for keys no query sees).
   const float dv_scale = T::kDropout ? drop.keep_scale : 1.f;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -556,7 +578,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
       const int c = 8 * nd + 2 * t;
       if (kC0 + c < d) {
         *reinterpret_cast<uint32_t*>(dkp + c) =
-            pack2<Tag>(dk[nd][2 * r] * scale, dk[nd][2 * r + 1] * scale);
+            pack2<Tag>(dk[nd][2 * r], dk[nd][2 * r + 1]);
         *reinterpret_cast<uint32_t*>(dvp + c) =
             pack2<Tag>(dv[nd][2 * r] * dv_scale, dv[nd][2 * r + 1] * dv_scale);
       }

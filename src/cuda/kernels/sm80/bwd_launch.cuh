@@ -44,7 +44,7 @@ void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
   constexpr int kRowWarps = 4;  // pre- / postprocess: one warp per query row
   const BwdLayout layout = bwd_layout(p, kHeadDim);
   BwdWorkspace ws;
-  ws.rows = p.total_q;
+  ws.rows = int64_t(bwd_rows(p));
   ws.m_blocks = int(layout.m_blocks);
   ws.dq_acc = static_cast<float*>(workspace);
   ws.sem = reinterpret_cast<int*>(ws.dq_acc + layout.dq_acc_elems);
