@@ -480,84 +480,101 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     else
       transform ? pointwise(No{}, Yes{}) : pointwise(No{}, No{});
 
-    // dV_w += Pᵀ_w dO, dK_w += dSᵀ_w Q over this block's columns: k-step kk covers queries
-    // 16 kk .. 16 kk + 15.
+    // P and dS in the A-fragment layout (k-step kk covers queries 16 kk .. 16 kk + 15), and dSᵀ
+    // to shared memory for dQ: this thread's rows g, g + 8 of the warp's keys.
+    uint32_t pa[kM / 16][4], da[kM / 16][4];
 #pragma unroll
     for (int kk = 0; kk < kM / 16; ++kk) {
-      uint32_t pa[4], da[4];
-      pack_a<Tag>(st[2 * kk], st[2 * kk + 1], pa);
-      pack_a<Tag>(dpt[2 * kk], dpt[2 * kk + 1], da);
-#pragma unroll
-      for (int ndp = 0; ndp < kAccD / 16; ++ndp) {
-        uint32_t bo[4], bq[4];
-        ldmatrix_x4_trans(bo, adO + QTile::frag_offset(q_a, kk * 16, kC0 + ndp * 16));
-        ldmatrix_x4_trans(bq, aQ + QTile::frag_offset(q_a, kk * 16, kC0 + ndp * 16));
-        mma_m16n8k16<Tag>(dv[2 * ndp], pa, {bo[0], bo[1]});
-        mma_m16n8k16<Tag>(dv[2 * ndp + 1], pa, {bo[2], bo[3]});
-        mma_m16n8k16<Tag>(dk[2 * ndp], da, {bq[0], bq[1]});
-        mma_m16n8k16<Tag>(dk[2 * ndp + 1], da, {bq[2], bq[3]});
-      }
-      // dSᵀ to shared memory for dQ: this thread's rows g, g + 8 of the warp's keys.
+      pack_a<Tag>(st[2 * kk], st[2 * kk + 1], pa[kk]);
+      pack_a<Tag>(dpt[2 * kk], dpt[2 * kk + 1], da[kk]);
 #pragma unroll
       for (int r = 0; r < 2; ++r)
 #pragma unroll
         for (int h2 = 0; h2 < 2; ++h2)
           *reinterpret_cast<uint32_t*>(
               sdS + STile::offset(warp * 16 + g + 8 * r, 16 * kk + 8 * h2 + 2 * t)) =
-              da[2 * h2 + r];
-    }
-    __syncthreads();  // dSᵀ complete; with one buffer, Q, dO, LSE and D of this step are read
-    if constexpr (kBufs == 1) {
-      if (s + 1 < steps) load_step(nhead, nmb, 0);
-      cp_async_commit();
+              da[kk][2 * h2 + r];
     }
 
-    float dq[T::kDqCols / 8][4];
-    if constexpr (T::kDqColGroups == 1) {
-      dq_gemm<T, kC0, 0>(dq, adS, aK, s_bt, kv_a, rg);
-    } else {
-      static_assert(T::kDqColGroups == 2, "one or two dQ column groups");
-      if (cg == 0)
-        dq_gemm<T, kC0, 0>(dq, adS, aK, s_bt, kv_a, rg);
-      else
-        dq_gemm<T, kC0, 1>(dq, adS, aK, s_bt, kv_a, rg);
-    }
-    int* sem = nullptr;
-    if (deterministic) {
-      // Wait for the key tiles before this one that add into this query tile.
-      sem = ws.sem + ((int64_t(kSplit) * p.heads_q + hq) * p.batch + b) * ws.m_blocks + mb;
-      int before = 0;
-      for (int j0 = 0; j0 < nb; j0 += T::kThreads) {
-        const int j = j0 + tid;
-        int jb = 0, je = 0;
-        if (j < nb) key_tile_rows<T>(vis, sq.len_q, sq.len_k, j, &jb, &je);
-        before += __syncthreads_count(jb <= mb && mb < je);
-      }
-      if (tid == 0) {
-        long long spins = 0;
-        while (load_acquire(sem) < before) {
-          __nanosleep(kSpinSleepNs);
-          if (++spins > kSpinLimit) __trap();  // a lower block never ran: not a hang
+    // dV_w += Pᵀ_w dO, dK_w += dSᵀ_w Q over this block's columns.
+    auto dkdv_gemm = [&] {
+#pragma unroll
+      for (int kk = 0; kk < kM / 16; ++kk)
+#pragma unroll
+        for (int ndp = 0; ndp < kAccD / 16; ++ndp) {
+          uint32_t bo[4], bq[4];
+          ldmatrix_x4_trans(bo, adO + QTile::frag_offset(q_a, kk * 16, kC0 + ndp * 16));
+          ldmatrix_x4_trans(bq, aQ + QTile::frag_offset(q_a, kk * 16, kC0 + ndp * 16));
+          mma_m16n8k16<Tag>(dv[2 * ndp], pa[kk], {bo[0], bo[1]});
+          mma_m16n8k16<Tag>(dv[2 * ndp + 1], pa[kk], {bo[2], bo[3]});
+          mma_m16n8k16<Tag>(dk[2 * ndp], da[kk], {bq[0], bq[1]});
+          mma_m16n8k16<Tag>(dk[2 * ndp + 1], da[kk], {bq[2], bq[3]});
         }
+    };
+    // dQ of the step from dSᵀ in shared memory, added to the accumulator.
+    auto dq_phase = [&] {
+      float dq[T::kDqCols / 8][4];
+      if constexpr (T::kDqColGroups == 1) {
+        dq_gemm<T, kC0, 0>(dq, adS, aK, s_bt, kv_a, rg);
+      } else {
+        static_assert(T::kDqColGroups == 2, "one or two dQ column groups");
+        if (cg == 0)
+          dq_gemm<T, kC0, 0>(dq, adS, aK, s_bt, kv_a, rg);
+        else
+          dq_gemm<T, kC0, 1>(dq, adS, aK, s_bt, kv_a, rg);
       }
-      __syncthreads();
-    }
-    // This thread's dQ elements: rows i0 and i0 + 8, columns col0 + 8 nd + 2t (+1), every
-    // address an immediate offset from acc, with no test: rows past the sequence land in its
-    // spare rows (BwdWorkspace), columns past d (a padded head dim) in the accumulator's padded
-    // columns (K's padded columns are zeros in shared memory); the postprocess reads neither.
-    // (A test per row compiled to a branch around each reduction, ~4 instructions each.)
-    const int col0 = kC0 + cg * T::kDqCols;
-    float* acc = ws.dq_acc + (hq * ws.rows + acc0 + m0 + rg * 16 + g) * kD + col0 + 2 * t;
+      int* sem = nullptr;
+      if (deterministic) {
+        // Wait for the key tiles before this one that add into this query tile.
+        sem = ws.sem + ((int64_t(kSplit) * p.heads_q + hq) * p.batch + b) * ws.m_blocks + mb;
+        int before = 0;
+        for (int j0 = 0; j0 < nb; j0 += T::kThreads) {
+          const int j = j0 + tid;
+          int jb = 0, je = 0;
+          if (j < nb) key_tile_rows<T>(vis, sq.len_q, sq.len_k, j, &jb, &je);
+          before += __syncthreads_count(jb <= mb && mb < je);
+        }
+        if (tid == 0) {
+          long long spins = 0;
+          while (load_acquire(sem) < before) {
+            __nanosleep(kSpinSleepNs);
+            if (++spins > kSpinLimit) __trap();  // a lower block never ran: not a hang
+          }
+        }
+        __syncthreads();
+      }
+      // This thread's dQ elements: rows i0 and i0 + 8, columns col0 + 8 nd + 2t (+1), every
+      // address an immediate offset from acc, with no test: rows past the sequence land in its
+      // spare rows (BwdWorkspace), columns past d (a padded head dim) in the accumulator's padded
+      // columns (K's padded columns are zeros in shared memory); the postprocess reads neither.
+      // (A test per row compiled to a branch around each reduction, ~4 instructions each.)
+      const int col0 = kC0 + cg * T::kDqCols;
+      float* acc = ws.dq_acc + (hq * ws.rows + acc0 + m0 + rg * 16 + g) * kD + col0 + 2 * t;
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
+      for (int r = 0; r < 2; ++r)
 #pragma unroll
-      for (int nd = 0; nd < T::kDqCols / 8; ++nd)
-        red_add2(acc + r * 8 * kD + 8 * nd, dq[nd][2 * r], dq[nd][2 * r + 1]);
-    if (deterministic) {
-      __threadfence();
-      __syncthreads();
-      if (tid == 0) add_release(sem, 1);
+        for (int nd = 0; nd < T::kDqCols / 8; ++nd)
+          red_add2(acc + r * 8 * kD + 8 * nd, dq[nd][2 * r], dq[nd][2 * r + 1]);
+      if (deterministic) {
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) add_release(sem, 1);
+      }
+    };
+    // With two buffers dQ goes first, so that its reductions drain to L2 while the dK / dV
+    // products run (issued last, the next step's first instruction waited on their registers);
+    // with one buffer the dK / dV products read Q and dO first, and the buffer is refilled
+    // during dQ.
+    if constexpr (kBufs == 2) {
+      __syncthreads();  // dSᵀ complete
+      dq_phase();
+      dkdv_gemm();
+    } else {
+      dkdv_gemm();
+      __syncthreads();  // dSᵀ complete; Q, dO, LSE and D of this step are read
+      if (s + 1 < steps) load_step(nhead, nmb, 0);
+      cp_async_commit();
+      dq_phase();
     }
     head = nhead;
     mb = nmb;
