@@ -561,19 +561,22 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
         if (tid == 0) add_release(sem, 1);
       }
     };
-    // With two buffers dQ goes first, so that its reductions drain to L2 while the dK / dV
-    // products run (issued last, the next step's first instruction waited on their registers);
-    // with one buffer the dK / dV products read Q and dO first, and the buffer is refilled
-    // during dQ.
-    if constexpr (kBufs == 2) {
+    // With two buffers and d > 64, dQ goes first, so that its reductions drain to L2 while the
+    // dK / dV products run (issued last, the next step's first instruction waited on their
+    // registers; d = 128 +1-2%). At d <= 64 the dK / dV products are short and dQ first lost
+    // ~5%: they go first there. With one buffer the dK / dV products read Q and dO first, and
+    // the buffer is refilled during dQ.
+    if constexpr (kBufs == 2 && kD > 64) {
       __syncthreads();  // dSᵀ complete
       dq_phase();
       dkdv_gemm();
     } else {
       dkdv_gemm();
-      __syncthreads();  // dSᵀ complete; Q, dO, LSE and D of this step are read
-      if (s + 1 < steps) load_step(nhead, nmb, 0);
-      cp_async_commit();
+      __syncthreads();  // dSᵀ complete; with one buffer, Q, dO, LSE and D of this step are read
+      if constexpr (kBufs == 1) {
+        if (s + 1 < steps) load_step(nhead, nmb, 0);
+        cp_async_commit();
+      }
       dq_phase();
     }
     head = nhead;
