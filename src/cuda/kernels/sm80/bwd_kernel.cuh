@@ -112,7 +112,7 @@ struct BwdWorkspace {
   float* dq_acc;
   int* sem;
   float* dsum;  // softmax scale · D
-  float* lse2;  // the saved LSE in base 2, so that P = exp2(s · scale · log2 e - lse2) is one FFMA
+  float* lse2;  // the saved LSE · log2 e: P = exp2(s · scale · log2 e - lse2), one FFMA
   int64_t rows;  // rows of one head: total_q + batch * kBwdBlockM
   int m_blocks;  // query tiles of the longest sequence
 };
@@ -166,20 +166,19 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_postprocess(const __grid_cons
   const float* acc = ws.dq_acc + (h * ws.rows + acc_row(p, b, sq) + i) * kHeadDimPad;
   uint16_t* dq = p.dq.at<uint16_t>(b, sq.q_start + i, h);
   for (int c = 2 * lane; c < p.head_dim; c += 64)
-    *reinterpret_cast<uint32_t*>(dq + c) =
-        pack2<Tag>(acc[c], acc[c + 1]);
+    *reinterpret_cast<uint32_t*>(dq + c) = pack2<Tag>(acc[c], acc[c + 1]);
 }
 
 // load_tile (fwd_tile.cuh) for a tile whose rows and columns are all in range: no per-row test
 // and no source select (a step's Q / dO copies took ~150 instructions a warp with them). Only for
-// tiles whose rows split evenly over the threads (kFullLoads).
+// tiles whose rows split evenly over the threads, each thread's in one swizzle phase (kOk).
 template <class Tile, int kThreads>
 struct FullTileLoad {
   static constexpr int kChunksPerRow = Tile::kColCount / Tile::kChunkElems;
   static constexpr int kRowStep = kThreads / kChunksPerRow;
   static constexpr bool kOk = Tile::kColCount % Tile::kChunkElems == 0 &&
                               kRowStep * kChunksPerRow == kThreads && kRowStep % 8 == 0 &&
-                              Tile::kRowCount % kRowStep == 0;  // one swizzle phase per thread
+                              Tile::kRowCount % kRowStep == 0;
   __device__ __forceinline__ static void run(uint16_t* smem, const uint16_t* gmem,
                                              int64_t row_stride, int tid) {
     const int row = tid / kChunksPerRow, col = (tid % kChunksPerRow) * Tile::kChunkElems;
@@ -187,8 +186,8 @@ struct FullTileLoad {
     const uint32_t dst = smem_addr(smem + Tile::offset(row, col));
 #pragma unroll
     for (int i = 0; i < Tile::kRowCount / kRowStep; ++i)
-      cp_async_16(dst + uint32_t(i * kRowStep * Tile::kBlockCols * 2), src + i * kRowStep * row_stride,
-                  true);
+      cp_async_16(dst + uint32_t(i * kRowStep * Tile::kBlockCols * 2),
+                  src + i * kRowStep * row_stride, true);
   }
 };
 
