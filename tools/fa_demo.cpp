@@ -99,9 +99,10 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
     }                                                                                \
   } while (0)
 
-// Forward on GPU 0 in bf16: rounds q, k, v in `b` to bf16 (so the CPU reference sees the same
-// inputs), runs the kernel `reps` times, leaves the output in b.out and returns the median ms.
-double run_gpu_forward(const Shape& s, Buffers& b, int reps) {
+// Forward and backward on GPU 0 in bf16: rounds q, k, v and dout in `b` to bf16 (so that the
+// CPU check sees the same inputs), runs each `reps` times after a warm-up, leaves out, lse, dq,
+// dk and dv in `b` and returns the median times.
+Result run_gpu(const Shape& s, Buffers& b, int reps) {
   const int64_t B = s.batch, S = s.seqlen, Hq = s.heads_q, Hk = s.heads_kv, D = s.head_dim;
   auto upload = [](std::vector<float>& host) {
     std::vector<uint16_t> bits(host.size());
@@ -114,44 +115,77 @@ double run_gpu_forward(const Shape& s, Buffers& b, int reps) {
     DEMO_CUDA_CHECK(cudaMemcpy(dev, bits.data(), bits.size() * 2, cudaMemcpyHostToDevice));
     return dev;
   };
+  auto alloc = [](size_t bytes) {
+    void* dev = nullptr;
+    DEMO_CUDA_CHECK(cudaMalloc(&dev, bytes));
+    return dev;
+  };
+  auto download = [](void* dev, std::vector<float>& host) {
+    std::vector<uint16_t> bits(host.size());
+    DEMO_CUDA_CHECK(cudaMemcpy(bits.data(), dev, bits.size() * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < bits.size(); ++i) host[i] = fa::to_float(fa::bfloat16_t{bits[i]});
+  };
   void* q = upload(b.q);
   void* k = upload(b.k);
   void* v = upload(b.v);
-  void *out = nullptr, *lse = nullptr;
-  DEMO_CUDA_CHECK(cudaMalloc(&out, b.out.size() * 2));
-  DEMO_CUDA_CHECK(cudaMalloc(&lse, b.lse.size() * 4));
+  void* dout = upload(b.dout);
+  void* out = alloc(b.out.size() * 2);
+  void* lse = alloc(b.lse.size() * 4);
+  void* dq = alloc(b.dq.size() * 2);
+  void* dk = alloc(b.dk.size() * 2);
+  void* dv = alloc(b.dv.size() * 2);
   using fa::Tensor;
   const fa_device dev = fa::cuda_device(0);
+  auto bf16 = [&](void* ptr, int64_t heads) {
+    return Tensor::contiguous(ptr, FA_DTYPE_BF16, {B, S, heads, D}, dev);
+  };
   fa::Options o;
   o.causal = s.causal;
-  const fa_params p = fa::make_params(Tensor::contiguous(q, FA_DTYPE_BF16, {B, S, Hq, D}, dev),
-                                      Tensor::contiguous(k, FA_DTYPE_BF16, {B, S, Hk, D}, dev),
-                                      Tensor::contiguous(v, FA_DTYPE_BF16, {B, S, Hk, D}, dev),
-                                      Tensor::contiguous(out, FA_DTYPE_BF16, {B, S, Hq, D}, dev),
-                                      Tensor::contiguous(lse, FA_DTYPE_FP32, {B, Hq, S}, dev), o);
+  fa_params p = fa::make_params(bf16(q, Hq), bf16(k, Hk), bf16(v, Hk), bf16(out, Hq),
+                                Tensor::contiguous(lse, FA_DTYPE_FP32, {B, Hq, S}, dev), o);
+  p.dout = bf16(dout, Hq).raw;
+  p.dq = bf16(dq, Hq).raw;
+  p.dk = bf16(dk, Hk).raw;
+  p.dv = bf16(dv, Hk).raw;
+  const size_t ws_bytes = fa::backward_workspace_size(p);
+  void* ws = ws_bytes ? alloc(ws_bytes) : nullptr;
   cudaEvent_t e0, e1;
   DEMO_CUDA_CHECK(cudaEventCreate(&e0));
   DEMO_CUDA_CHECK(cudaEventCreate(&e1));
-  fa::forward(p, nullptr, 0);  // warm-up (no workspace needed by the forward)
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    DEMO_CUDA_CHECK(cudaEventRecord(e0));
-    fa::forward(p, nullptr, 0);
-    DEMO_CUDA_CHECK(cudaEventRecord(e1));
-    DEMO_CUDA_CHECK(cudaEventSynchronize(e1));
-    float t = 0;
-    DEMO_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t);
-  }
-  std::vector<uint16_t> bits(b.out.size());
-  DEMO_CUDA_CHECK(cudaMemcpy(bits.data(), out, bits.size() * 2, cudaMemcpyDeviceToHost));
+  auto median_ms = [&](auto&& call) {
+    call();  // warm-up
+    std::vector<double> ms;
+    for (int r = 0; r < reps; ++r) {
+      DEMO_CUDA_CHECK(cudaEventRecord(e0));
+      call();
+      DEMO_CUDA_CHECK(cudaEventRecord(e1));
+      DEMO_CUDA_CHECK(cudaEventSynchronize(e1));
+      float t = 0;
+      DEMO_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+      ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  };
+  Result res{};
+  res.fwd_ms = median_ms([&] { fa::forward(p, nullptr, 0); });  // the forward needs no workspace
+  res.bwd_ms = median_ms([&] { fa::backward(p, ws, ws_bytes); });
+  download(out, b.out);
   DEMO_CUDA_CHECK(cudaMemcpy(b.lse.data(), lse, b.lse.size() * 4, cudaMemcpyDeviceToHost));
-  for (size_t i = 0; i < bits.size(); ++i) b.out[i] = fa::to_float(fa::bfloat16_t{bits[i]});
-  for (void* ptr : {q, k, v, out, lse}) cudaFree(ptr);
+  download(dq, b.dq);
+  download(dk, b.dk);
+  download(dv, b.dv);
+  for (void* ptr : {q, k, v, dout, out, lse, dq, dk, dv, ws}) cudaFree(ptr);
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return res;
+}
+
+// max |a - b| / max |ref| (1 when ref is all zeros).
+double rel_err(const std::vector<float>& a, const std::vector<float>& ref) {
+  double m = 0;
+  for (float x : ref) m = std::max(m, double(std::fabs(x)));
+  return max_diff(a, ref) / (m > 0 ? m : 1.0);
 }
 #endif
 
@@ -194,13 +228,12 @@ int main(int argc, char** argv) {
   if (gpu) {
     cudaDeviceProp prop;
     DEMO_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    std::printf("device: %s (forward on the GPU in bf16; backward on the CPU flash backend until the "
-                "CUDA backward lands)\n", prop.name);
+    std::printf("device: %s (forward and backward on the GPU in bf16)\n", prop.name);
     std::vector<Shape> gpu_shapes = {{4, 16, 16, 1024, 64, false},  {2, 16, 16, 4096, 128, false},
                                      {2, 16, 16, 4096, 128, true}, {1, 16, 4, 8192, 128, true}};
     if (quick) gpu_shapes.resize(2);
-    std::printf("\n%-28s %-7s %10s %10s %14s\n", "GPU fwd (b,hq,hkv,s,d)", "causal", "ms", "TFLOP/s",
-                "err vs CPU ref");
+    std::printf("\n%-28s %-7s %9s %9s %9s %9s %10s %10s\n", "GPU (b,hq,hkv,s,d)", "causal",
+                "fwd ms", "bwd ms", "fwd TF/s", "bwd TF/s", "out err", "grad err");
     std::mt19937 grng(7);
     std::normal_distribution<float> gnd;
     bool gok = true;
@@ -208,33 +241,57 @@ int main(int argc, char** argv) {
       Buffers b;
       const size_t nq = size_t(s.batch * s.seqlen * s.heads_q * s.head_dim);
       const size_t nk = size_t(s.batch * s.seqlen * s.heads_kv * s.head_dim);
-      for (auto* vec : {&b.q}) { vec->resize(nq); for (float& x : *vec) x = gnd(grng); }
+      for (auto* vec : {&b.q, &b.dout}) { vec->resize(nq); for (float& x : *vec) x = gnd(grng); }
       for (auto* vec : {&b.k, &b.v}) { vec->resize(nk); for (float& x : *vec) x = gnd(grng); }
       b.out.resize(nq);
+      b.dq.resize(nq);
+      b.dk.resize(nk);
+      b.dv.resize(nk);
       b.lse.resize(size_t(s.batch * s.heads_q * s.seqlen));
-      const double ms = run_gpu_forward(s, b, 20);
-      // Check the first batch entry against the CPU flash backend on the same (bf16-rounded) inputs.
+      Result res{};
+      try {
+        res = run_gpu(s, b, 20);
+      } catch (const fa::Error& e) {
+        std::printf("error: %s\n", e.what());
+        return 1;
+      }
+      // Check the first batch entry against the CPU flash backend in fp32 on the same
+      // (bf16-rounded) inputs.
       Buffers r;
-      r.q.assign(b.q.begin(), b.q.begin() + long(nq / size_t(s.batch)));
-      r.k.assign(b.k.begin(), b.k.begin() + long(nk / size_t(s.batch)));
-      r.v.assign(b.v.begin(), b.v.begin() + long(nk / size_t(s.batch)));
+      const long bq = long(nq / size_t(s.batch)), bk = long(nk / size_t(s.batch));
+      r.q.assign(b.q.begin(), b.q.begin() + bq);
+      r.k.assign(b.k.begin(), b.k.begin() + bk);
+      r.v.assign(b.v.begin(), b.v.begin() + bk);
+      r.dout.assign(b.dout.begin(), b.dout.begin() + bq);
       r.out.resize(r.q.size());
+      r.dq.resize(r.q.size());
+      r.dk.resize(r.k.size());
+      r.dv.resize(r.k.size());
       r.lse.resize(size_t(s.heads_q * s.seqlen));
-      fa::Options o;
-      o.causal = s.causal;
-      fa::forward(fa::Tensor::contiguous(r.q.data(), FA_DTYPE_FP32, {1, s.seqlen, s.heads_q, s.head_dim}),
-                  fa::Tensor::contiguous(r.k.data(), FA_DTYPE_FP32, {1, s.seqlen, s.heads_kv, s.head_dim}),
-                  fa::Tensor::contiguous(r.v.data(), FA_DTYPE_FP32, {1, s.seqlen, s.heads_kv, s.head_dim}),
-                  fa::Tensor::contiguous(r.out.data(), FA_DTYPE_FP32, {1, s.seqlen, s.heads_q, s.head_dim}),
-                  fa::Tensor::contiguous(r.lse.data(), FA_DTYPE_FP32, {1, s.heads_q, s.seqlen}), o);
-      const std::vector<float> got(b.out.begin(), b.out.begin() + long(r.out.size()));
-      const double err = max_diff(got, r.out);
+      Shape one = s;
+      one.batch = 1;
+      try {
+        run_cpu(one, r, FA_BACKEND_FLASH);
+      } catch (const fa::Error& e) {
+        std::printf("error: %s\n", e.what());
+        return 1;
+      }
+      auto first = [](const std::vector<float>& x, long n) {
+        return std::vector<float>(x.begin(), x.begin() + n);
+      };
+      const double out_err = max_diff(first(b.out, bq), r.out);
+      // Gradients relative to each one's largest element: bf16 holds 8 bits of mantissa, and
+      // dQ / dK are sums over thousands of bf16-rounded terms.
+      const double grad_err = std::max({rel_err(first(b.dq, bq), r.dq), rel_err(first(b.dk, bk), r.dk),
+                                        rel_err(first(b.dv, bk), r.dv)});
       const double flops = forward_flops(s);
-      std::printf("%-28s %-7s %10.3f %10.1f %14.2e\n", shape_str(s).c_str(), s.causal ? "yes" : "no", ms,
-                  flops / ms * 1e-9, err);
-      gok = gok && err < 2e-2;  // bf16 output: about 2^-8 relative to |out| <= ~3
+      std::printf("%-28s %-7s %9.3f %9.3f %9.1f %9.1f %10.2e %10.2e\n", shape_str(s).c_str(),
+                  s.causal ? "yes" : "no", res.fwd_ms, res.bwd_ms, flops / res.fwd_ms * 1e-9,
+                  2.5 * flops / res.bwd_ms * 1e-9, out_err, grad_err);
+      gok = gok && out_err < 2e-2 && grad_err < 2e-2;  // bf16: 2^-8 relative
     }
-    std::printf("%s: GPU bf16 forward vs CPU flash (fp32 on the same bf16 inputs)\n\n",
+    std::printf("%s: GPU bf16 forward and backward vs CPU flash (fp32 on the same bf16 inputs;\n"
+                "out: max abs error; grad: max over dq, dk, dv of max abs error / max |ref|)\n\n",
                 gok ? "PASS" : "FAIL");
     if (!gok) return 1;
   }
