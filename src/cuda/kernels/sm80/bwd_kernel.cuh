@@ -420,9 +420,9 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     const int64_t m0 = int64_t(mb) * kM;
     const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
     cp_async_wait<0>();
-    // Step s landed for every thread, and every warp is past step s - 1's dSᵀ barrier, so no
-    // one reads buffer buf ^ 1 (step s - 1's) any more; the last step's dQ reads of dSᵀ are
-    // done too.
+    // Step s landed for every thread, and every warp has finished step s - 1 (whichever of its
+    // dQ and dK / dV products came last), so no one reads buffer buf ^ 1 (step s - 1's Q / dO,
+    // LSE, D) or dSᵀ any more.
     __syncthreads();
     if constexpr (kBufs == 2) {
       if (s + 1 < steps) load_step(nhead, nmb, buf ^ 1);
@@ -596,8 +596,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     for (int nd = 0; nd < kNtD; ++nd) {
       const int c = 8 * nd + 2 * t;
       if (kC0 + c < d) {
-        *reinterpret_cast<uint32_t*>(dkp + c) =
-            pack2<Tag>(dk[nd][2 * r], dk[nd][2 * r + 1]);
+        *reinterpret_cast<uint32_t*>(dkp + c) = pack2<Tag>(dk[nd][2 * r], dk[nd][2 * r + 1]);
         *reinterpret_cast<uint32_t*>(dvp + c) =
             pack2<Tag>(dv[nd][2 * r] * dv_scale, dv[nd][2 * r + 1] * dv_scale);
       }
