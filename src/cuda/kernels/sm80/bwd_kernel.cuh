@@ -57,7 +57,7 @@
 #include "cuda/arch/cp_async.cuh"
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
-#include "cuda/kernels/sm80/fwd_tile.cuh"  // load_tile, a_lane, bt_lane, exp2_fast, kLog2e
+#include "cuda/kernels/sm80/fwd_tile.cuh"  // load_tile(_full), a_lane, bt_lane, exp2_fast, kLog2e
 #include "cuda/kernels/sm80/tile_ranges.h"
 #include "cuda/tile/swizzle.h"
 
@@ -168,28 +168,6 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_postprocess(const __grid_cons
   for (int c = 2 * lane; c < p.head_dim; c += 64)
     *reinterpret_cast<uint32_t*>(dq + c) = pack2<Tag>(acc[c], acc[c + 1]);
 }
-
-// load_tile (fwd_tile.cuh) for a tile whose rows and columns are all in range: no per-row test
-// and no source select (a step's Q / dO copies took ~150 instructions a warp with them). Only for
-// tiles whose rows split evenly over the threads, each thread's in one swizzle phase (kOk).
-template <class Tile, int kThreads>
-struct FullTileLoad {
-  static constexpr int kChunksPerRow = Tile::kColCount / Tile::kChunkElems;
-  static constexpr int kRowStep = kThreads / kChunksPerRow;
-  static constexpr bool kOk = Tile::kColCount % Tile::kChunkElems == 0 &&
-                              kRowStep * kChunksPerRow == kThreads && kRowStep % 8 == 0 &&
-                              Tile::kRowCount % kRowStep == 0;
-  __device__ __forceinline__ static void run(uint16_t* smem, const uint16_t* gmem,
-                                             int64_t row_stride, int tid) {
-    const int row = tid / kChunksPerRow, col = (tid % kChunksPerRow) * Tile::kChunkElems;
-    const uint16_t* src = gmem + row * row_stride + col;
-    const uint32_t dst = smem_addr(smem + Tile::offset(row, col));
-#pragma unroll
-    for (int i = 0; i < Tile::kRowCount / kRowStep; ++i)
-      cp_async_16(dst + uint32_t(i * kRowStep * Tile::kBlockCols * 2),
-                  src + i * kRowStep * row_stride, true);
-  }
-};
 
 // Query tiles of key tile nb (KeyTileQueries, tile_ranges.h) at this kernel's tile sizes. The
 // block's own loop and the deterministic mode's wait both use it, so they agree on which blocks
@@ -369,14 +347,20 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
     const uint16_t* q = p.q.at<const uint16_t>(b, sq.q_start + m0, hq);
     const uint16_t* dout = p.dout.at<const uint16_t>(b, sq.q_start + m0, hq);
-    using Full = FullTileLoad<QTile, T::kThreads>;
-    if (Full::kOk && rows == kM && d == kD) {
-      Full::run(sQ + buf * QTile::kElems, q, p.q.stride_s, tid);
-      Full::run(sdO + buf * QTile::kElems, dout, p.dout.stride_s, tid);
-    } else {
+    auto load_partial = [&] {
       load_tile<QTile, T::kThreads>(sQ + buf * QTile::kElems, q, p.q.stride_s, rows, d, tid);
       load_tile<QTile, T::kThreads>(sdO + buf * QTile::kElems, dout, p.dout.stride_s, rows, d,
                                     tid);
+    };
+    if constexpr (TileCopy<QTile, T::kThreads>::kEven) {
+      if (rows == kM && d == kD) {
+        load_tile_full<QTile, T::kThreads>(sQ + buf * QTile::kElems, q, p.q.stride_s, tid);
+        load_tile_full<QTile, T::kThreads>(sdO + buf * QTile::kElems, dout, p.dout.stride_s, tid);
+      } else {
+        load_partial();
+      }
+    } else {
+      load_partial();
     }
     if (tid < kM) {
       const bool ok = tid < rows;

@@ -37,11 +37,21 @@ __device__ __forceinline__ float exp2_fast(float x) {  // ex2.approx: 2^-inf = +
 // the spills the d = 64 / 128 kernels had). Head dims whose chunk count per row does not divide
 // the thread count (96, 160, 224) leave the remaining threads idle during the copy.
 template <class Tile, int kThreads>
+struct TileCopy {
+  static constexpr int kChunksPerRow = Tile::kColCount / Tile::kChunkElems;
+  static constexpr int kRowStep = kThreads / kChunksPerRow;  // rows copied per pass
+  static_assert(kRowStep >= 1, "a tile row has more chunks than the block has threads");
+  // Every thread copies, whole rows per pass, each thread in one swizzle phase (kRowStep a
+  // multiple of 8), and the passes cover the tile exactly: what load_tile_full needs.
+  static constexpr bool kEven = kRowStep * kChunksPerRow == kThreads && kRowStep % 8 == 0 &&
+                                Tile::kRowCount % kRowStep == 0;
+};
+
+template <class Tile, int kThreads>
 __device__ __forceinline__ void load_tile(uint16_t* smem, const uint16_t* gmem, int64_t row_stride,
                                           int64_t rows_valid, int cols_valid, int tid) {
-  constexpr int kChunksPerRow = Tile::kColCount / Tile::kChunkElems;
-  constexpr int kRowStep = kThreads / kChunksPerRow;  // rows copied per pass
-  static_assert(kRowStep >= 1, "a tile row has more chunks than the block has threads");
+  constexpr int kChunksPerRow = TileCopy<Tile, kThreads>::kChunksPerRow;
+  constexpr int kRowStep = TileCopy<Tile, kThreads>::kRowStep;
   constexpr int kPasses = (Tile::kRowCount + kRowStep - 1) / kRowStep;
   if (kRowStep * kChunksPerRow != kThreads && tid >= kRowStep * kChunksPerRow) return;
   const int rows = int(rows_valid < Tile::kRowCount ? (rows_valid < 0 ? 0 : rows_valid)
@@ -58,6 +68,23 @@ __device__ __forceinline__ void load_tile(uint16_t* smem, const uint16_t* gmem, 
     cp_async_16(smem_addr(smem + Tile::offset(r, col)), valid ? src : gmem, valid);
     src += step;
   }
+}
+
+// load_tile for a tile whose rows and columns are all in range, where TileCopy::kEven: no
+// per-row test and no source select (a backward step's Q / dO copies took ~150 instructions a
+// warp with them), every destination an immediate offset from the first.
+template <class Tile, int kThreads>
+__device__ __forceinline__ void load_tile_full(uint16_t* smem, const uint16_t* gmem,
+                                               int64_t row_stride, int tid) {
+  using C = TileCopy<Tile, kThreads>;
+  static_assert(C::kEven, "load_tile_full: rows must split evenly over the threads");
+  const int row = tid / C::kChunksPerRow, col = (tid % C::kChunksPerRow) * Tile::kChunkElems;
+  const uint16_t* src = gmem + row * row_stride + col;
+  const uint32_t dst = smem_addr(smem + Tile::offset(row, col));
+#pragma unroll
+  for (int i = 0; i < Tile::kRowCount / C::kRowStep; ++i)
+    cp_async_16(dst + uint32_t(i * C::kRowStep * Tile::kBlockCols * 2),
+                src + i * C::kRowStep * row_stride, true);
 }
 
 // ldmatrix.x4 lane roles. For a 16x16 A fragment at (row0, col0) of a row-major tile the four
