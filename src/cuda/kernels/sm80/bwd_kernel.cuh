@@ -89,6 +89,12 @@ struct BwdTraits {
   // keys leave no room for the second (d = 192 / 256); one buffer is refilled once the step's
   // dK / dV products have read it, during the dQ product.
   static constexpr int kQBuffers = kWarps == 8 && kHeadDim > 128 ? 1 : 2;
+  // Step order after the element-wise pass: dQ (product and reductions) before the dK / dV
+  // products, so that the reductions drain to L2 during the MMAs, with two buffers above
+  // d = 64 (d = 128 +1-2%; the next step's first instruction had waited on their registers).
+  // At d <= 64 the dK / dV products are too short to hide them and dQ first lost ~5%; with one
+  // buffer the dK / dV products must read Q and dO before the buffer is refilled during dQ.
+  static constexpr bool kDqFirst = kQBuffers == 2 && kHeadDim > 64;
   // dQ (kBlockM x kAccD) of a step: kBlockM / 16 row groups of 16; with 8 warps each row group
   // is split into two column groups.
   static constexpr int kDqColGroups = kWarps / (kBlockM / 16);
@@ -544,12 +550,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
         if (tid == 0) add_release(sem, 1);
       }
     };
-    // With two buffers and d > 64, dQ goes first, so that its reductions drain to L2 while the
-    // dK / dV products run (issued last, the next step's first instruction waited on their
-    // registers; d = 128 +1-2%). At d <= 64 the dK / dV products are short and dQ first lost
-    // ~5%: they go first there. With one buffer the dK / dV products read Q and dO first, and
-    // the buffer is refilled during dQ.
-    if constexpr (kBufs == 2 && kD > 64) {
+    if constexpr (T::kDqFirst) {  // BwdTraits: why this order, and where
       __syncthreads();  // dSᵀ complete
       dq_phase();
       dkdv_gemm();
