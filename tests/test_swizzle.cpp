@@ -45,6 +45,12 @@ void check_lane_offsets() {
         for (int col0 = 0; col0 + 16 <= kCols; col0 += 16)
           ASSERT_EQ(Tile::frag_offset(lo, row0, col0), uint32_t(2 * Tile::offset(row0 + lr, col0 + lc)))
               << "lr " << lr << " lc " << lc << " row0 " << row0 << " col0 " << col0;
+      // The run-time column form (the backward's per-warp column offsets) adds rows as row0 * 128.
+      for (int col0 = 0; col0 + 16 <= kCols; col0 += 16)
+        for (int row0 = 0; row0 + 16 <= kRows; row0 += 8)
+          ASSERT_EQ(Tile::lane_offset_at(lr, lc, col0) + uint32_t(row0 * 128),
+                    uint32_t(2 * Tile::offset(row0 + lr, col0 + lc)))
+              << "lr " << lr << " lc " << lc << " row0 " << row0 << " col0 " << col0;
     }
 }
 

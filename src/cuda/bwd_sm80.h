@@ -15,8 +15,8 @@ namespace fa::cuda::sm80 {
 constexpr int kBwdBlockM = 64;
 
 // Workspace of a backward with a kernel of head dim kernel_d, in this order: the fp32 dQ
-// accumulator (heads_q x rows x kernel_d), the deterministic mode's semaphores (int32, column
-// halves x heads_q x batch x query tiles of the longest sequence), D = rowsum(dO ∘ O) and
+// accumulator (heads_q x rows x kernel_d), the deterministic mode's semaphores (int32, heads_q x
+// batch x query tiles of the longest sequence), D = rowsum(dO ∘ O) and
 // LSE · log2 e (heads_q x rows each), rows = total_q + batch x kBwdBlockM (each sequence has
 // kBwdBlockM spare rows, for the main kernel's partial query tiles). All 4-byte elements.
 struct BwdLayout {
@@ -32,29 +32,22 @@ inline BwdLayout bwd_layout(const Params& p, int kernel_d) {
   const size_t rows = size_t(p.heads_q) * bwd_rows(p);
   l.m_blocks = size_t((p.seqlen_q + kBwdBlockM - 1) / kBwdBlockM);
   l.dq_acc_elems = rows * size_t(kernel_d);
-  l.sem_elems = size_t(kernel_d > 128 ? 2 : 1) * size_t(p.heads_q) * size_t(p.batch) * l.m_blocks;
+  l.sem_elems = size_t(p.heads_q) * size_t(p.batch) * l.m_blocks;
   l.dsum_elems = rows;
   l.lse2_elems = rows;
   return l;
 }
-// Keys per block of the main kernel (BwdTraits::kBlockN): 16 per warp; 8 warps unless the
-// column half of a wide head dim (d / 2 above 128) is not a multiple of 32.
-constexpr int bwd_block_n(int kernel_d) {
-  return (kernel_d > 128 ? kernel_d / 2 : kernel_d) % 32 == 0 ? 128 : 64;
-}
-// Q / dO / LSE / D buffers (BwdTraits::kQBuffers): one for 128 keys above d = 128.
-constexpr int bwd_q_buffers(int kernel_d) {
-  return bwd_block_n(kernel_d) == 128 && kernel_d > 128 ? 1 : 2;
-}
+// Keys per block of the main kernel (BwdTraits::kBlockN): 128 up to d = 128; above, 64, so that
+// dK and dV (kBlockN x d fp32 over the block's 256 threads) stay at 128 registers a thread.
+constexpr int bwd_block_n(int kernel_d) { return kernel_d > 128 ? 64 : 128; }
 
 // Dynamic shared memory of the main kernel (BwdTraits::kSmemBytes; the launch asserts they
-// agree): K and V tiles of bwd_block_n keys, bwd_q_buffers buffers each of the Q and dO tiles
-// (64 rows), all in 64-column blocks; the dSᵀ tile; the buffers of LSE and D.
+// agree): K and V tiles of bwd_block_n keys, two buffers each of the Q and dO tiles (64 rows),
+// all in 64-column blocks; the Pᵀ and dSᵀ tiles (bwd_block_n x 64); two buffers of LSE and D.
 constexpr int bwd_smem_bytes(int kernel_d) {
-  return 2 * ((2 * bwd_block_n(kernel_d) + 2 * bwd_q_buffers(kernel_d) * kBwdBlockM) *
-                  ((kernel_d + 63) / 64 * 64) +
-              bwd_block_n(kernel_d) * kBwdBlockM) +
-         2 * bwd_q_buffers(kernel_d) * kBwdBlockM * 4;
+  return 2 * ((2 * bwd_block_n(kernel_d) + 4 * kBwdBlockM) * ((kernel_d + 63) / 64 * 64) +
+              2 * bwd_block_n(kernel_d) * kBwdBlockM) +
+         2 * 2 * kBwdBlockM * 4;
 }
 
 inline size_t bwd_workspace_bytes(const Params& p, int kernel_d) {

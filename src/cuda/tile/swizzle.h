@@ -44,6 +44,13 @@ struct SwizzledTile {
            lo.v[(col0 % kBlockCols) / 16];
   }
 
+  // frag_offset(lane_offsets(lr, lc), 0, col0) for a col0 (a multiple of 16) known only at run
+  // time, without indexing LaneOffsets::v by it (a dynamic index puts the array in local memory).
+  FA_HOST_DEVICE static uint32_t lane_offset_at(int lr, int lc, int col0) {
+    return uint32_t((col0 / kBlockCols) * kRows * kBlockCols * 2) +
+           uint32_t((lr * 128 + lc * 2 + (col0 % kBlockCols) * 2) ^ ((lr % 8) << 4));
+  }
+
   // Element offset of (row, col); col % 8 is preserved inside the chunk.
   FA_HOST_DEVICE static int offset(int row, int col) {
     const int block = col / kBlockCols, c = col % kBlockCols;

@@ -24,7 +24,7 @@ void launch_bwd_main(const Params& p, const BwdWorkspace& ws, cudaStream_t strea
   if (e != cudaSuccess)
     fail(FA_ERROR_CUDA, "cudaFuncSetAttribute (sm80 backward, d", T::kHeadDim,
          "): ", cudaGetErrorString(e));
-  const dim3 grid(unsigned((p.seqlen_k + T::kBlockN - 1) / T::kBlockN * T::kSplitD),
+  const dim3 grid(unsigned((p.seqlen_k + T::kBlockN - 1) / T::kBlockN),
                   unsigned(p.heads_kv), unsigned(p.batch));
   bwd_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, ws);
   e = cudaGetLastError();
@@ -37,9 +37,7 @@ template <int kHeadDim, typename Tag>
 void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
   using T = BwdTraits<kHeadDim, Tag>;
   static_assert(T::kBlockM == kBwdBlockM && T::kBlockN == bwd_block_n(kHeadDim) &&
-                    T::kQBuffers == bwd_q_buffers(kHeadDim) &&
-                    T::kSmemBytes == bwd_smem_bytes(kHeadDim) &&
-                    T::kSplitD == (kHeadDim > 128 ? 2 : 1),
+                    T::kSmemBytes == bwd_smem_bytes(kHeadDim),
                 "bwd_sm80.h's workspace and shared-memory figures follow the traits");
   constexpr int kRowWarps = 4;  // pre- / postprocess: one warp per query row
   const BwdLayout layout = bwd_layout(p, kHeadDim);
