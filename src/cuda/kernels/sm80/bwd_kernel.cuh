@@ -56,10 +56,14 @@
 #include "cuda/arch/cp_async.cuh"
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
+#include "cuda/kernels/sm80/dq_layout.h"
 #include "cuda/kernels/sm80/fwd_tile.cuh"  // load_tile(_full), a_lane, bt_lane, exp2_fast, kLog2e
 #include "cuda/kernels/sm80/tile_ranges.h"
 #include "cuda/tile/swizzle.h"
 
+#ifndef FA_BWD_DQ_FIRST
+#define FA_BWD_DQ_FIRST false
+#endif
 namespace fa::cuda::sm80 {
 
 template <int kHeadDim_, typename Tag_, bool kDropout_ = false>
@@ -89,14 +93,13 @@ struct BwdTraits {
   static constexpr int kDqWarpsM = (kHeadDim / 4) % 16 == 0 ? 2 : 4;
   static constexpr int kDqWarpsD = kWarps / kDqWarpsM;
   static constexpr int kDqRows = kBlockM / kDqWarpsM, kDqCols = kHeadDim / kDqWarpsD;
+  using DqLayout = DqTileLayout<kDqRows, kDqCols, kDqWarpsM>;  // the accumulator's tile order
+  // Step order after Pᵀ / dSᵀ are stored: dQ first, its reductions then spread over the dK / dV
+  // product, or dK / dV first and the reductions last. EXPERIMENT
+  static constexpr bool kDqFirst = FA_BWD_DQ_FIRST;
   static_assert(kSKeys % 16 == 0 && kSQueries % 16 == 0 && kKvKeys % 16 == 0 &&
                     kKvCols % 16 == 0 && kDqRows % 16 == 0 && kDqCols % 16 == 0,
                 "warp tiles are whole m-tiles by whole n-tile pairs");
-  // Step order after Pᵀ / dSᵀ are stored: dQ (product and reductions) before the dK / dV
-  // products above d = 64, so that the reductions drain to L2 during the MMAs (d = 128 +1-2% in
-  // the layout before this one); at d <= 64 the dK / dV products are too short to hide them and
-  // dQ first lost ~5%.
-  static constexpr bool kDqFirst = kHeadDim > 64;
   using KvTile = SwizzledTile<kBlockN, kHeadDim>;
   using QTile = SwizzledTile<kBlockM, kHeadDim>;  // Q and dO, two buffers each
   using STile = SwizzledTile<kBlockN, kBlockM>;   // Pᵀ and dSᵀ: row = key, column = query
@@ -157,18 +160,25 @@ __global__ void __launch_bounds__(32 * kWarps) bwd_preprocess(const __grid_const
   }
 }
 
-// dq = dQ accumulator in the input type: one thread per element pair; grid as the preprocess.
-template <typename Tag, int kHeadDimPad, int kWarps>
+// dq = dQ accumulator in the input type: one warp per query row, reading the row's elements from
+// its tile's order (dq_layout.h); grid as the preprocess.
+template <class T, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps) bwd_postprocess(const __grid_constant__ Params p,
                                                                BwdWorkspace ws) {
+  using Tag = typename T::Tag;
+  using DqL = typename T::DqLayout;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t i = int64_t(blockIdx.x) * kWarps + warp, h = blockIdx.y, b = blockIdx.z;
   const SeqInfo sq = p.seq(b);
   if (i >= sq.len_q) return;
-  const float* acc = ws.dq_acc + (h * ws.rows + acc_row(p, b, sq) + i) * kHeadDimPad;
+  const int row = int(i % T::kBlockM);
+  const float* tile =
+      ws.dq_acc + (h * ws.rows + acc_row(p, b, sq) + (i - row)) * T::kHeadDim;
   uint16_t* dq = p.dq.at<uint16_t>(b, sq.q_start + i, h);
-  for (int c = 2 * lane; c < p.head_dim; c += 64)
-    *reinterpret_cast<uint32_t*>(dq + c) = pack2<Tag>(acc[c], acc[c + 1]);
+  for (int c = 2 * lane; c < p.head_dim; c += 64) {
+    const float2 v = *reinterpret_cast<const float2*>(tile + DqL::offset(row, c));
+    *reinterpret_cast<uint32_t*>(dq + c) = pack2<Tag>(v.x, v.y);
+  }
 }
 
 // Query tiles of key tile nb (KeyTileQueries, tile_ranges.h) at this kernel's tile sizes. The
@@ -497,34 +507,13 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
           st_shared_b32(adS + off, pack2<Tag>(dpt[mt][nt][2 * r], dpt[mt][nt][2 * r + 1]));
         }
 
-    // dV += Pᵀ dO, dK += dSᵀ Q over the warp's (kKvKeys x kKvCols) tile.
-    auto dkdv_gemm = [&] {
-#pragma unroll
-      for (int kk = 0; kk < kM / 16; ++kk) {
-        uint32_t pa[kKvMt][4], da[kKvMt][4];
-#pragma unroll
-        for (int mt = 0; mt < kKvMt; ++mt) {
-          ldmatrix_x4(pa[mt], aP + STile::frag_offset(s_a, kv_key0 + 16 * mt, kk * 16));
-          ldmatrix_x4(da[mt], adS + STile::frag_offset(s_a, kv_key0 + 16 * mt, kk * 16));
-        }
-#pragma unroll
-        for (int ndp = 0; ndp < kKvNt / 2; ++ndp) {
-          uint32_t bo[4], bq[4];
-          ldmatrix_x4_trans(bo, adO + kk * 16 * kRowBytes + kv_cols.v[ndp]);
-          ldmatrix_x4_trans(bq, aQ + kk * 16 * kRowBytes + kv_cols.v[ndp]);
-#pragma unroll
-          for (int mt = 0; mt < kKvMt; ++mt) {
-            mma_m16n8k16<Tag>(dv[mt][2 * ndp], pa[mt], {bo[0], bo[1]});
-            mma_m16n8k16<Tag>(dv[mt][2 * ndp + 1], pa[mt], {bo[2], bo[3]});
-            mma_m16n8k16<Tag>(dk[mt][2 * ndp], da[mt], {bq[0], bq[1]});
-            mma_m16n8k16<Tag>(dk[mt][2 * ndp + 1], da[mt], {bq[2], bq[3]});
-          }
-        }
-      }
-    };
-    // dQ of the step (the warp's kDqRows x kDqCols tile) = dS K, added to the accumulator.
-    auto dq_phase = [&] {
-      float dq[kDqMt][kDqNt][4];
+    __syncthreads();  // Pᵀ and dSᵀ complete
+
+    // dQ of the step (the warp's kDqRows x kDqCols tile) = dS K, into registers; in
+    // deterministic mode, then the wait for this query tile's turn.
+    float dq[kDqMt][kDqNt][4];
+    int* sem = nullptr;
+    auto dq_gemm = [&] {
 #pragma unroll
       for (int mt = 0; mt < kDqMt; ++mt)
 #pragma unroll
@@ -548,7 +537,6 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
           }
         }
       }
-      int* sem = nullptr;
       if (deterministic) {
         // Wait for the key tiles before this one that add into this query tile.
         sem = ws.sem + (hq * p.batch + b) * ws.m_blocks + mb;
@@ -568,34 +556,63 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
         }
         __syncthreads();
       }
-      // This thread's dQ elements: rows dq_row0 + 16 mt + g (+ 8), columns dq_col0 + 8 nd + 2t
-      // (+1), every address an immediate offset from acc, with no test: rows past the sequence
-      // land in its spare rows (BwdWorkspace), columns past d (a padded head dim) in the
-      // accumulator's padded columns (K's padded columns are zeros in shared memory); the
-      // postprocess reads neither. (A test per row compiled to a branch around each reduction,
-      // ~4 instructions each.)
-      float* acc = ws.dq_acc + (hq * ws.rows + acc0 + m0 + dq_row0 + g) * kD + dq_col0 + 2 * t;
+    };
+    // This thread's dQ pairs, in the accumulator's tile order (dq_layout.h): every address an
+    // immediate offset from acc, with no test. A partial last query tile adds its rows past the
+    // sequence (dS = 0 there) into the sequence's spare rows (BwdWorkspace); columns past d (a
+    // padded head dim) hold K's zero columns' products. The postprocess reads neither.
+    using DqL = typename T::DqLayout;
+    float* acc = ws.dq_acc + (hq * ws.rows + acc0 + m0) * kD + DqL::pair_offset(warp, lane, 0);
+    // Reductions in kIters groups (one per unit of the dK / dV product), kReds / kIters each.
+    constexpr int kIters = (kM / 16) * (kKvNt / 2);
+    auto reduce_dq = [&](int i) {
 #pragma unroll
-      for (int mt = 0; mt < kDqMt; ++mt)
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-#pragma unroll
-          for (int nd = 0; nd < kDqNt; ++nd)
-            red_add2(acc + (16 * mt + 8 * r) * kD + 8 * nd, dq[mt][nd][2 * r],
-                     dq[mt][nd][2 * r + 1]);
-      if (deterministic) {
-        __threadfence();
-        __syncthreads();
-        if (tid == 0) add_release(sem, 1);
+      for (int j = i * DqL::kReds / kIters; j < (i + 1) * DqL::kReds / kIters; ++j) {
+        const int mt = DqL::mt(j), r = DqL::half(j), nd = DqL::nt(j);
+        red_add2(acc + DqL::pair_offset(0, 0, j), dq[mt][nd][2 * r], dq[mt][nd][2 * r + 1]);
       }
     };
-    __syncthreads();  // Pᵀ and dSᵀ complete
-    if constexpr (T::kDqFirst) {  // BwdTraits: why this order, and where
-      dq_phase();
-      dkdv_gemm();
+
+    // dV += Pᵀ dO, dK += dSᵀ Q over the warp's (kKvKeys x kKvCols) tile; kInterleave: with the
+    // dQ reductions spread over its units.
+    auto dkdv_gemm = [&](auto kInterleave) {
+#pragma unroll
+      for (int kk = 0; kk < kM / 16; ++kk) {
+        uint32_t pa[kKvMt][4], da[kKvMt][4];
+#pragma unroll
+        for (int mt = 0; mt < kKvMt; ++mt) {
+          ldmatrix_x4(pa[mt], aP + STile::frag_offset(s_a, kv_key0 + 16 * mt, kk * 16));
+          ldmatrix_x4(da[mt], adS + STile::frag_offset(s_a, kv_key0 + 16 * mt, kk * 16));
+        }
+#pragma unroll
+        for (int ndp = 0; ndp < kKvNt / 2; ++ndp) {
+          uint32_t bo[4], bq[4];
+          ldmatrix_x4_trans(bo, adO + kk * 16 * kRowBytes + kv_cols.v[ndp]);
+          ldmatrix_x4_trans(bq, aQ + kk * 16 * kRowBytes + kv_cols.v[ndp]);
+#pragma unroll
+          for (int mt = 0; mt < kKvMt; ++mt) {
+            mma_m16n8k16<Tag>(dv[mt][2 * ndp], pa[mt], {bo[0], bo[1]});
+            mma_m16n8k16<Tag>(dv[mt][2 * ndp + 1], pa[mt], {bo[2], bo[3]});
+            mma_m16n8k16<Tag>(dk[mt][2 * ndp], da[mt], {bq[0], bq[1]});
+            mma_m16n8k16<Tag>(dk[mt][2 * ndp + 1], da[mt], {bq[2], bq[3]});
+          }
+          if constexpr (decltype(kInterleave)::value) reduce_dq(kk * (kKvNt / 2) + ndp);
+        }
+      }
+    };
+    if constexpr (T::kDqFirst) {  // BwdTraits: why this order
+      dq_gemm();
+      dkdv_gemm(std::true_type{});
     } else {
-      dkdv_gemm();
-      dq_phase();
+      dkdv_gemm(std::false_type{});
+      dq_gemm();
+#pragma unroll
+      for (int i = 0; i < kIters; ++i) reduce_dq(i);
+    }
+    if (deterministic) {
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) add_release(sem, 1);
     }
     head = nhead;
     mb = nmb;

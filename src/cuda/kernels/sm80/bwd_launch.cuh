@@ -67,7 +67,7 @@ void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
     launch_bwd_main<BwdTraits<kHeadDim, Tag, true>>(p, ws, stream);
   else
     launch_bwd_main<T>(p, ws, stream);
-  bwd_postprocess<Tag, kHeadDim, kRowWarps><<<rows_grid, 32 * kRowWarps, 0, stream>>>(p, ws);
+  bwd_postprocess<T, kRowWarps><<<rows_grid, 32 * kRowWarps, 0, stream>>>(p, ws);
   check(cudaGetLastError(), "postprocess launch");
 }
 

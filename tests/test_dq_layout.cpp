@@ -1,0 +1,50 @@
+// The backward's dQ accumulator order (src/cuda/kernels/sm80/dq_layout.h): the main kernel's
+// fragment map and the postprocess's inverse agree, and together they cover the tile exactly once.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "cuda/kernels/sm80/dq_layout.h"
+
+namespace {
+
+using fa::cuda::sm80::DqTileLayout;
+
+// Every (warp, lane, reduction, element) the kernel adds, at the (row, col) the mma C layout gives
+// it, must be where offset(row, col) says, and the 64 x kD floats must be hit once each.
+template <int kD, int kRows, int kCols, int kWarpsM>
+void check_layout() {
+  using L = DqTileLayout<kRows, kCols, kWarpsM>;
+  static_assert(kWarpsM * kRows == 64 && (8 / kWarpsM) * kCols == kD, "the tile is 64 x kD");
+  std::vector<int> hits(64 * kD, 0);
+  for (int warp = 0; warp < 8; ++warp)
+    for (int lane = 0; lane < 32; ++lane)
+      for (int j = 0; j < L::kReds; ++j)
+        for (int e = 0; e < 2; ++e) {
+          const int g = lane / 4, t = lane % 4;
+          const int row = (warp % kWarpsM) * kRows + 16 * L::mt(j) + 8 * L::half(j) + g;
+          const int col = (warp / kWarpsM) * kCols + 8 * L::nt(j) + 2 * t + e;
+          const int off = L::pair_offset(warp, lane, j) + e;
+          ASSERT_EQ(L::offset(row, col), off) << "d " << kD << " warp " << warp << " lane " << lane
+                                              << " j " << j << " e " << e;
+          ASSERT_GE(off, 0);
+          ASSERT_LT(off, 64 * kD);
+          ++hits[off];
+        }
+  for (int i = 0; i < 64 * kD; ++i) ASSERT_EQ(hits[i], 1) << "d " << kD << " float " << i;
+}
+
+}  // namespace
+
+// The head dims' dQ warp tiles (BwdTraits: 2 x 4 warps where d / 4 is whole n-tile pairs, else
+// 4 x 2).
+TEST(DqLayout, FragmentMapAndInverseCoverTheTileOnce) {
+  check_layout<32, 16, 16, 4>();
+  check_layout<64, 32, 16, 2>();
+  check_layout<96, 16, 48, 4>();
+  check_layout<128, 32, 32, 2>();
+  check_layout<160, 16, 80, 4>();
+  check_layout<192, 32, 48, 2>();
+  check_layout<224, 16, 112, 4>();
+  check_layout<256, 32, 64, 2>();
+}
