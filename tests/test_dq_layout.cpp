@@ -11,12 +11,12 @@ namespace {
 using fa::cuda::sm80::DqTileLayout;
 
 // Every (warp, lane, reduction, element) the kernel adds, at the (row, col) the mma C layout gives
-// it, must be where offset(row, col) says, and the 64 x kD floats must be hit once each.
-template <int kD, int kRows, int kCols, int kWarpsM>
+// it, must be where offset(row, col) says, and the kM x kD floats must be hit once each.
+template <int kM, int kD, int kRows, int kCols, int kWarpsM>
 void check_layout() {
   using L = DqTileLayout<kRows, kCols, kWarpsM>;
-  static_assert(kWarpsM * kRows == 64 && (8 / kWarpsM) * kCols == kD, "the tile is 64 x kD");
-  std::vector<int> hits(64 * kD, 0);
+  static_assert(kWarpsM * kRows == kM && (8 / kWarpsM) * kCols == kD, "the tile is kM x kD");
+  std::vector<int> hits(kM * kD, 0);
   for (int warp = 0; warp < 8; ++warp)
     for (int lane = 0; lane < 32; ++lane)
       for (int j = 0; j < L::kReds; ++j)
@@ -28,23 +28,25 @@ void check_layout() {
           ASSERT_EQ(L::offset(row, col), off) << "d " << kD << " warp " << warp << " lane " << lane
                                               << " j " << j << " e " << e;
           ASSERT_GE(off, 0);
-          ASSERT_LT(off, 64 * kD);
+          ASSERT_LT(off, kM * kD);
           ++hits[off];
         }
-  for (int i = 0; i < 64 * kD; ++i) ASSERT_EQ(hits[i], 1) << "d " << kD << " float " << i;
+  for (int i = 0; i < kM * kD; ++i) ASSERT_EQ(hits[i], 1) << "d " << kD << " float " << i;
 }
 
 }  // namespace
 
-// The head dims' dQ warp tiles (BwdTraits: 2 x 4 warps where d / 4 is whole n-tile pairs, else
-// 4 x 2).
+// The head dims' dQ warp tiles (BwdTraits::kDqWarpsM), 64-row steps and, at d <= 64, 128-row
+// ones.
 TEST(DqLayout, FragmentMapAndInverseCoverTheTileOnce) {
-  check_layout<32, 16, 16, 4>();
-  check_layout<64, 32, 16, 2>();
-  check_layout<96, 16, 48, 4>();
-  check_layout<128, 32, 32, 2>();
-  check_layout<160, 16, 80, 4>();
-  check_layout<192, 32, 48, 2>();
-  check_layout<224, 16, 112, 4>();
-  check_layout<256, 32, 64, 2>();
+  check_layout<64, 32, 16, 16, 4>();
+  check_layout<64, 64, 32, 16, 2>();
+  check_layout<64, 96, 16, 48, 4>();
+  check_layout<64, 128, 32, 32, 2>();
+  check_layout<64, 160, 16, 80, 4>();
+  check_layout<64, 192, 32, 48, 2>();
+  check_layout<64, 224, 16, 112, 4>();
+  check_layout<64, 256, 32, 64, 2>();
+  check_layout<128, 32, 32, 16, 4>();
+  check_layout<128, 64, 32, 32, 4>();
 }

@@ -11,21 +11,26 @@
 
 namespace fa::cuda::sm80 {
 
-// Query rows per step of the main kernel (BwdTraits::kBlockM): the semaphores' granularity.
+// Query rows per step of the main kernel (BwdTraits::kBlockM): kBwdBlockM, or kBwdWideBlockM at
+// d <= 64 where the device gives a block the shared memory for it (bwd_wide_m). The semaphores
+// are counted in kBwdBlockM tiles (enough for either), and each sequence has kBwdSpareRows spare
+// workspace rows, for the main kernel's partial query tiles of either size.
 constexpr int kBwdBlockM = 64;
+constexpr int kBwdWideBlockM = 128;
+constexpr int kBwdSpareRows = kBwdWideBlockM;
 
 // Workspace of a backward with a kernel of head dim kernel_d, in this order: the fp32 dQ
 // accumulator (heads_q x rows x kernel_d), the deterministic mode's semaphores (int32, heads_q x
 // batch x query tiles of the longest sequence), D = rowsum(dO ∘ O) and
-// LSE · log2 e (heads_q x rows each), rows = total_q + batch x kBwdBlockM (each sequence has
-// kBwdBlockM spare rows, for the main kernel's partial query tiles). All 4-byte elements.
+// LSE · log2 e (heads_q x rows each), rows = total_q + batch x kBwdSpareRows (each sequence has
+// kBwdSpareRows spare rows, for the main kernel's partial query tiles). All 4-byte elements.
 struct BwdLayout {
   size_t dq_acc_elems, sem_elems, dsum_elems, lse2_elems, m_blocks;
   size_t bytes() const { return (dq_acc_elems + sem_elems + dsum_elems + lse2_elems) * 4; }
 };
 // Workspace rows of one head (BwdWorkspace::rows).
 inline size_t bwd_rows(const Params& p) {
-  return size_t(p.total_q) + size_t(p.batch) * size_t(kBwdBlockM);
+  return size_t(p.total_q) + size_t(p.batch) * size_t(kBwdSpareRows);
 }
 inline BwdLayout bwd_layout(const Params& p, int kernel_d) {
   BwdLayout l;
@@ -42,12 +47,19 @@ inline BwdLayout bwd_layout(const Params& p, int kernel_d) {
 constexpr int bwd_block_n(int kernel_d) { return kernel_d > 128 ? 64 : 128; }
 
 // Dynamic shared memory of the main kernel (BwdTraits::kSmemBytes; the launch asserts they
-// agree): K and V tiles of bwd_block_n keys, two buffers each of the Q and dO tiles (64 rows),
-// all in 64-column blocks; the Pᵀ and dSᵀ tiles (bwd_block_n x 64); two buffers of LSE and D.
-constexpr int bwd_smem_bytes(int kernel_d) {
-  return 2 * ((2 * bwd_block_n(kernel_d) + 4 * kBwdBlockM) * ((kernel_d + 63) / 64 * 64) +
-              2 * bwd_block_n(kernel_d) * kBwdBlockM) +
-         2 * 2 * kBwdBlockM * 4;
+// agree): K and V tiles of bwd_block_n keys, two buffers each of the Q and dO tiles (block_m
+// rows), all in 64-column blocks; the Pᵀ and dSᵀ tiles (bwd_block_n x block_m); two buffers of
+// LSE and D.
+constexpr int bwd_smem_bytes(int kernel_d, int block_m = kBwdBlockM) {
+  return 2 * ((2 * bwd_block_n(kernel_d) + 4 * block_m) * ((kernel_d + 63) / 64 * 64) +
+              2 * bwd_block_n(kernel_d) * ((block_m + 63) / 64 * 64)) +
+         2 * 2 * block_m * 4;
+}
+// Whether the main kernel runs 128 queries a step: at d <= 64 (FA2's choice there: the step's
+// fixed work, two barriers, the LSE / D loads and the element-wise pass's set-up, over twice the
+// MMAs) where the device's per-block shared memory allows (162 KB: sm80 / sm90, not sm86 / sm89).
+constexpr bool bwd_wide_m(int kernel_d, int smem_optin) {
+  return kernel_d <= 64 && bwd_smem_bytes(kernel_d, kBwdWideBlockM) <= smem_optin;
 }
 
 inline size_t bwd_workspace_bytes(const Params& p, int kernel_d) {

@@ -52,7 +52,7 @@
 #include "common/dtype.h"
 #include "common/mask.h"
 #include "common/philox.h"
-#include "cuda/bwd_sm80.h"  // kBwdBlockM, bwd_block_n
+#include "cuda/bwd_sm80.h"  // kBwdBlockM, kBwdSpareRows, bwd_block_n
 #include "cuda/arch/cp_async.cuh"
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
@@ -63,7 +63,7 @@
 
 namespace fa::cuda::sm80 {
 
-template <int kHeadDim_, typename Tag_, bool kDropout_ = false>
+template <int kHeadDim_, typename Tag_, bool kDropout_ = false, int kBlockM_ = kBwdBlockM>
 struct BwdTraits {
   using Tag = Tag_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -73,9 +73,10 @@ struct BwdTraits {
   static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "instantiated head dims: 32..256");
   static constexpr int kWarps = 8;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kBlockM = 64;                       // queries per step
+  static constexpr int kBlockM = kBlockM_;                 // queries per step (bwd_wide_m)
   static constexpr int kBlockN = bwd_block_n(kHeadDim);   // keys per block: 128, 64 above d 128
-  // Sᵀ / dPᵀ: 4 warps along the keys, 2 along the queries (32 x 32 at 128 keys, 16 x 32 at 64);
+  // Sᵀ / dPᵀ: 4 warps along the keys, 2 along the queries (32 x kBlockM / 2 at 128 keys, 16 x 32
+  // at 64);
   // Sᵀ and dPᵀ cost 2 kSKeys kSQueries / 32 fp32 registers a thread.
   static constexpr int kSWarpsN = 4, kSWarpsM = kWarps / kSWarpsN;
   static constexpr int kSKeys = kBlockN / kSWarpsN, kSQueries = kBlockM / kSWarpsM;
@@ -85,9 +86,16 @@ struct BwdTraits {
   static constexpr int kKvWarpsN = kBlockN == 64 && (kHeadDim / 4) % 16 == 0 ? 2 : 4;
   static constexpr int kKvWarpsD = kWarps / kKvWarpsN;
   static constexpr int kKvKeys = kBlockN / kKvWarpsN, kKvCols = kHeadDim / kKvWarpsD;
-  // dQ (kBlockM x kHeadDim a step): 2 x 4 warps (32 rows x d / 4 columns) where a quarter of the
-  // head dim is whole n-tile pairs, else 4 x 2 (16 rows x d / 2).
-  static constexpr int kDqWarpsM = (kHeadDim / 4) % 16 == 0 ? 2 : 4;
+  // dQ (kBlockM x kHeadDim a step): kDqWarpsM warps along the rows, the rest along the columns,
+  // whole m-tiles by whole n-tile pairs, as square as they go (a warp reads kDqRows / 16 +
+  // kDqCols / 16 fragments a k-step): 2 x 4 at d = 128 / 192 / 256, 4 x 2 at d = 96 / 160 / 224
+  // and at 128 rows.
+  static constexpr int dq_cost(int wm) {
+    return kBlockM % (16 * wm) != 0 || kHeadDim % (16 * (kWarps / wm)) != 0
+               ? 1 << 20
+               : kBlockM / wm / 16 + kHeadDim / (kWarps / wm) / 16;
+  }
+  static constexpr int kDqWarpsM = dq_cost(2) <= dq_cost(4) ? 2 : 4;
   static constexpr int kDqWarpsD = kWarps / kDqWarpsM;
   static constexpr int kDqRows = kBlockM / kDqWarpsM, kDqCols = kHeadDim / kDqWarpsD;
   using DqLayout = DqTileLayout<kDqRows, kDqCols, kDqWarpsM>;  // the accumulator's tile order
@@ -104,7 +112,7 @@ struct BwdTraits {
 // The workspace as the kernels see it (layout: bwd_sm80.h, bwd_workspace_bytes): the fp32 dQ
 // accumulator [heads_q][rows][kHeadDim], the deterministic mode's semaphores
 // [heads_q][batch][m_blocks], then scale · D and LSE · log2(e) [heads_q][rows] each.
-// Rows: acc_row. Each sequence has kBwdBlockM spare rows after its own, so that the main
+// Rows: acc_row. Each sequence has kBwdSpareRows spare rows after its own, so that the main
 // kernel's dQ reductions for a partial last query tile need no row test: the rows past the
 // sequence take dS = 0 rows (their Q, dO, D are zero-filled) and are never read.
 struct BwdWorkspace {
@@ -112,7 +120,7 @@ struct BwdWorkspace {
   int* sem;
   float* dsum;  // softmax scale · D
   float* lse2;  // the saved LSE · log2 e: P = exp2(s · scale · log2 e - lse2), one FFMA
-  int64_t rows;  // rows of one head: total_q + batch * kBwdBlockM
+  int64_t rows;  // rows of one head: total_q + batch * kBwdSpareRows
   int m_blocks;  // query tiles of the longest sequence
 };
 
@@ -129,7 +137,7 @@ __device__ __forceinline__ float load_float<Fp16Tag>(const uint16_t* x) {
 
 // The workspace row of sequence b's first query (+ the row inside the sequence).
 __device__ __forceinline__ int64_t acc_row(const Params& p, int64_t b, const SeqInfo& sq) {
-  return (p.varlen() ? sq.q_start : b * p.seqlen_q) + b * kBwdBlockM;
+  return (p.varlen() ? sq.q_start : b * p.seqlen_q) + b * kBwdSpareRows;
 }
 
 // scale · rowsum(dO ∘ O) and LSE · log2(e) per row, in the workspace's row order: one warp per

@@ -15,17 +15,17 @@
 
 namespace fa::cuda::sm80 {
 
-// The main kernel with or without dropout (each explicitly instantiated in its own file).
+// The main kernel of traits T.
 template <class T>
-void launch_bwd_main(const Params& p, const BwdWorkspace& ws, cudaStream_t stream) {
+void launch_bwd_kernel(const Params& p, const BwdWorkspace& ws, cudaStream_t stream) {
   static std::atomic<uint64_t> opted_in{0};  // once per device
   cudaError_t e = opt_in_smem(reinterpret_cast<const void*>(bwd_kernel<T>), T::kSmemBytes,
                               p.device.index, opted_in);
   if (e != cudaSuccess)
     fail(FA_ERROR_CUDA, "cudaFuncSetAttribute (sm80 backward, d", T::kHeadDim,
          "): ", cudaGetErrorString(e));
-  const dim3 grid(unsigned((p.seqlen_k + T::kBlockN - 1) / T::kBlockN),
-                  unsigned(p.heads_kv), unsigned(p.batch));
+  const dim3 grid(unsigned((p.seqlen_k + T::kBlockN - 1) / T::kBlockN), unsigned(p.heads_kv),
+                  unsigned(p.batch));
   bwd_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, ws);
   e = cudaGetLastError();
   if (e != cudaSuccess)
@@ -33,11 +33,34 @@ void launch_bwd_main(const Params& p, const BwdWorkspace& ws, cudaStream_t strea
          "): ", cudaGetErrorString(e));
 }
 
+// Whether this call's main kernel takes 128 queries a step (bwd_wide_m), which run_bwd's
+// postprocess must know (the dQ accumulator's tile order follows the step). Not with dropout:
+// its Philox state on top of the wider step's Sᵀ / dPᵀ spilled 936 bytes at d = 64.
+inline bool bwd_wide(const Params& p, int kernel_d) {
+  return p.dropout_p == 0.f && bwd_wide_m(kernel_d, device_props(p.device.index).smem_optin);
+}
+
+// The main kernel with or without dropout (T: the 64-query traits; each explicitly instantiated
+// in its own file), in its 128-query form where bwd_wide says so.
+template <class T>
+void launch_bwd_main(const Params& p, const BwdWorkspace& ws, cudaStream_t stream) {
+  if constexpr (T::kHeadDim <= 64 && !T::kDropout) {
+    if (bwd_wide(p, T::kHeadDim)) {
+      launch_bwd_kernel<BwdTraits<T::kHeadDim, typename T::Tag, T::kDropout, kBwdWideBlockM>>(
+          p, ws, stream);
+      return;
+    }
+  }
+  launch_bwd_kernel<T>(p, ws, stream);
+}
+
 template <int kHeadDim, typename Tag>
 void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
   using T = BwdTraits<kHeadDim, Tag>;
   static_assert(T::kBlockM == kBwdBlockM && T::kBlockN == bwd_block_n(kHeadDim) &&
-                    T::kSmemBytes == bwd_smem_bytes(kHeadDim),
+                    T::kSmemBytes == bwd_smem_bytes(kHeadDim) &&
+                    BwdTraits<kHeadDim, Tag, false, kBwdWideBlockM>::kSmemBytes ==
+                        bwd_smem_bytes(kHeadDim, kBwdWideBlockM),
                 "bwd_sm80.h's workspace and shared-memory figures follow the traits");
   constexpr int kRowWarps = 4;  // pre- / postprocess: one warp per query row
   const BwdLayout layout = bwd_layout(p, kHeadDim);
@@ -67,7 +90,11 @@ void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
     launch_bwd_main<BwdTraits<kHeadDim, Tag, true>>(p, ws, stream);
   else
     launch_bwd_main<T>(p, ws, stream);
-  bwd_postprocess<T, kRowWarps><<<rows_grid, 32 * kRowWarps, 0, stream>>>(p, ws);
+  if (kHeadDim <= 64 && bwd_wide(p, kHeadDim))
+    bwd_postprocess<BwdTraits<kHeadDim, Tag, false, kBwdWideBlockM>, kRowWarps>
+        <<<rows_grid, 32 * kRowWarps, 0, stream>>>(p, ws);
+  else
+    bwd_postprocess<T, kRowWarps><<<rows_grid, 32 * kRowWarps, 0, stream>>>(p, ws);
   check(cudaGetLastError(), "postprocess launch");
 }
 
