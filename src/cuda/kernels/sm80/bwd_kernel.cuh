@@ -246,6 +246,39 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
+// The dropout keep-mask of a thread's Sᵀ elements, bit 4 (mt kSNt + nt) + e (bwd_pointwise's
+// element order). Element e of group (mt, nt) of lane 4 g + t is query 8 nt + 2t + e % 2 and key
+// 16 mt + 8 (e / 2) + g of the warp's tile: for the four lanes g = 4a + i (i = 0..3) of one a and
+// t, those are word i of one Philox block (keys 16 mt + 8 (e / 2) + 4a .. + 3 of that query), so
+// lane i evaluates the block of element e = i of each group and the four swap words in three
+// shuffles: a quarter of the Philox evaluations (each ~60 instructions) of one per element.
+template <class T>
+__device__ __forceinline__ uint32_t keep_bits(const DropoutStream& drop, uint32_t bh, int64_t m0,
+                                              int64_t n0, int key0, int query0, int g, int t) {
+  constexpr int kSMt = T::kSKeys / 16, kSNt = T::kSQueries / 8;
+  static_assert(kSMt * kSNt * 4 <= 32, "one bit per element in a 32-bit word");
+  const int i = g & 3, a = g >> 2, lane = 4 * g + t;
+  const uint32_t row0 = uint32_t(m0 + query0 + 2 * t + (i & 1));
+  const uint32_t quad0 = uint32_t((n0 + key0 + 8 * (i >> 1)) / 4 + a);
+  uint32_t bits = 0;
+#pragma unroll
+  for (int mt = 0; mt < kSMt; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kSNt; ++nt) {
+      const Philox4 w = drop.words(bh, row0 + 8 * nt, quad0 + 4 * mt);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        // Lane i takes word i of lane (i + r) % 4's block, which sends its word (i - r) % 4.
+        const int send = (i - r) & 3, from = (i + r) & 3;
+        const uint32_t mine = send == 0 ? w.x[0] : send == 1 ? w.x[1] : send == 2 ? w.x[2] : w.x[3];
+        const uint32_t word =
+            r == 0 ? mine : __shfl_sync(0xffffffffu, mine, (lane & ~12) | (from << 2));
+        bits |= uint32_t(drop.keep(word)) << (4 * (mt * kSNt + nt) + from);
+      }
+    }
+  return bits;
+}
+
 // P and dS of one step in place for the warp's Sᵀ tile: st <- P (P ∘ [kept] with dropout), dpt
 // <- dS = P ∘ (scale dP - scale D) with the softcap derivative (dsum holds scale · D).
 // Element e of [mt][nt]: key kr = key0 + 16 mt + g + 8 (e / 2), query qc = query0 + 8 nt + 2t +
@@ -268,6 +301,8 @@ __device__ __forceinline__ void bwd_pointwise(float (&st)[T::kSKeys / 16][T::kSQ
                                               bool masked, bool transform) {
   const float scale_log2 = scale * kLog2e;
   const float inv_softcap = kTransform && logit.softcap > 0.f ? 1.f / logit.softcap : 0.f;
+  uint32_t kept_bits = 0;
+  if constexpr (T::kDropout) kept_bits = keep_bits<T>(drop, bh, m0, n0, key0, query0, g, t);
 #pragma unroll
   for (int nt = 0; nt < T::kSQueries / 8; ++nt) {
     const int q2 = query0 + 8 * nt + 2 * t;
@@ -297,7 +332,7 @@ __device__ __forceinline__ void bwd_pointwise(float (&st)[T::kSKeys / 16][T::kSQ
         }
         float dp = dpt[mt][nt][e], pk = pr;
         if constexpr (T::kDropout) {
-          const bool kept = drop.keep(bh, uint32_t(m0 + qc), uint32_t(n0 + kr));
+          const bool kept = (kept_bits >> (4 * (mt * (T::kSQueries / 8) + nt) + e)) & 1u;
           dp = kept ? dp * drop.keep_scale : 0.f;
           pk = kept ? pr : 0.f;
         }
