@@ -125,7 +125,7 @@ TEST_P(GpuDropoutBackward, MaskEqualsCpuBitForBit) {
 #endif
 }
 
-// 64 and 128: one kernel column range; 256: two column halves per key tile.
+// 64 and 128: 128-key blocks (the dropout kernels keep 64-query steps at d 64); 256: 64-key blocks.
 INSTANTIATE_TEST_SUITE_P(HeadDims, GpuDropoutBackward, ::testing::Values(64, 128, 256),
                          [](const ::testing::TestParamInfo<int64_t>& info) {
                            return "d" + std::to_string(info.param);
