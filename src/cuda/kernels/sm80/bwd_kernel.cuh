@@ -77,9 +77,8 @@ struct BwdTraits {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlockM = kBlockM_;                 // queries per step (bwd_wide_m)
   static constexpr int kBlockN = bwd_block_n(kHeadDim);   // keys per block: 128, 64 above d 128
-  // Sᵀ / dPᵀ: 4 warps along the keys, 2 along the queries (32 x kBlockM / 2 at 128 keys, 16 x 32
-  // at 64);
-  // Sᵀ and dPᵀ cost 2 kSKeys kSQueries / 32 fp32 registers a thread.
+  // Sᵀ / dPᵀ: 4 warps along the keys, 2 along the queries (kBlockN / 4 keys x kBlockM / 2
+  // queries); Sᵀ and dPᵀ cost 2 kSKeys kSQueries / 32 fp32 registers a thread.
   static constexpr int kSWarpsN = 4, kSWarpsM = kWarps / kSWarpsN;
   static constexpr int kSKeys = kBlockN / kSWarpsN, kSQueries = kBlockM / kSWarpsM;
   // dK / dV: 2 kKvKeys kKvCols / 32 fp32 registers a thread for the whole block's life (128 at
@@ -90,8 +89,8 @@ struct BwdTraits {
   static constexpr int kKvKeys = kBlockN / kKvWarpsN, kKvCols = kHeadDim / kKvWarpsD;
   // dQ (kBlockM x kHeadDim a step): kDqWarpsM warps along the rows, the rest along the columns,
   // whole m-tiles by whole n-tile pairs, as square as they go (a warp reads kDqRows / 16 +
-  // kDqCols / 16 fragments a k-step): 2 x 4 at d = 128 / 192 / 256, 4 x 2 at d = 96 / 160 / 224
-  // and at 128 rows.
+  // kDqCols / 16 fragments a k-step): 2 x 4 at d = 64 / 128 / 192 / 256, 4 x 2 at d = 32 / 96 /
+  // 160 / 224 and with 128 rows.
   static constexpr int dq_cost(int wm) {
     return kBlockM % (16 * wm) != 0 || kHeadDim % (16 * (kWarps / wm)) != 0
                ? 1 << 20
@@ -123,7 +122,7 @@ struct BwdWorkspace {
   float* dsum;  // softmax scale · D
   float* lse2;  // the saved LSE · log2 e: P = exp2(s · scale · log2 e - lse2), one FFMA
   int64_t rows;  // rows of one head: total_q + batch * kBwdSpareRows
-  int m_blocks;  // query tiles of the longest sequence
+  int m_blocks;  // 64-row query tiles of the longest sequence (128-row steps index fewer)
 };
 
 template <typename Tag>
@@ -236,10 +235,9 @@ template <class Tile, int kChunks>
 struct ColOffsets {
   uint32_t v[kChunks];
   __device__ __forceinline__ ColOffsets(int lane, bool bt, int col0) {
-    const int lr = bt ? lane % 8 + 8 * (lane / 16) : lane % 8 + 8 * ((lane / 8) % 2);
-    const int lc = bt ? 8 * ((lane / 8) % 2) : 8 * (lane / 16);
+    const LanePos q = bt ? bt_lane_pos(lane) : a_lane_pos(lane);
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) v[c] = Tile::lane_offset_at(lr, lc, col0 + 16 * c);
+    for (int c = 0; c < kChunks; ++c) v[c] = Tile::lane_offset_at(q.row, q.col, col0 + 16 * c);
   }
 };
 constexpr uint32_t kRowBytes = 128;  // SwizzledTile: a row of a 64-column block

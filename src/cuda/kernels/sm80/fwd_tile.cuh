@@ -93,13 +93,25 @@ __device__ __forceinline__ void load_tile_full(uint16_t* smem, const uint16_t* g
 // fragments through ldmatrix.trans. For two n-tiles of Kᵀ (B fragments) at (n0, col0) the
 // matrices are (rows n0, cols +0), (n0, +8), (n0 + 8, +0), (n0 + 8, +8): row (l % 8) + 8 (l / 16),
 // column 8 ((l / 8) % 2).
+// The lane's (row, column) inside the 16x16 fragment, per role.
+struct LanePos {
+  int row, col;
+};
+__device__ __forceinline__ LanePos a_lane_pos(int lane) {
+  return {lane % 8 + 8 * ((lane / 8) % 2), 8 * (lane / 16)};
+}
+__device__ __forceinline__ LanePos bt_lane_pos(int lane) {
+  return {lane % 8 + 8 * (lane / 16), 8 * ((lane / 8) % 2)};
+}
 template <class Tile>
 __device__ __forceinline__ typename Tile::LaneOffsets a_lane(int lane) {
-  return Tile::lane_offsets(lane % 8 + 8 * ((lane / 8) % 2), 8 * (lane / 16));
+  const LanePos q = a_lane_pos(lane);
+  return Tile::lane_offsets(q.row, q.col);
 }
 template <class Tile>
 __device__ __forceinline__ typename Tile::LaneOffsets bt_lane(int lane) {
-  return Tile::lane_offsets(lane % 8 + 8 * (lane / 16), 8 * ((lane / 8) % 2));
+  const LanePos q = bt_lane_pos(lane);
+  return Tile::lane_offsets(q.row, q.col);
 }
 
 // Per thread: rows g and g + 8 of each of the warp's m-tiles.
