@@ -432,14 +432,15 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
 #pragma unroll
       for (int e = 0; e < 4; ++e) dk[mt][nd][e] = dv[mt][nd][e] = 0.f;
 
-  const auto kv_a = a_lane<KvTile>(lane);  // K / V as A (Sᵀ, dPᵀ) and, transposed, as B (dQ)
+  const auto kv_a = a_lane<KvTile>(lane);  // K / V as A (Sᵀ, dPᵀ)
   const auto q_bt = bt_lane<QTile>(lane);  // Q / dO as B of Sᵀ / dPᵀ
   const auto s_a = a_lane<STile>(lane);    // Pᵀ / dSᵀ as A of dV / dK
   const uint32_t aK0 = smem_addr(sK), aV0 = smem_addr(sV);
   const uint32_t aP0 = smem_addr(sP), adS0 = smem_addr(sdS);
   const float scale = p.softmax_scale;
   // The warp's tile in each product (BwdTraits).
-  const int s_key0 = (warp % T::kSWarpsN) * T::kSKeys, s_query0 = (warp / T::kSWarpsN) * T::kSQueries;
+  const int s_key0 = (warp % T::kSWarpsN) * T::kSKeys;
+  const int s_query0 = (warp / T::kSWarpsN) * T::kSQueries;
   const int kv_key0 = (warp % T::kKvWarpsN) * T::kKvKeys;
   const int kv_col0 = (warp / T::kKvWarpsN) * T::kKvCols;
   const int dq_row0 = (warp % T::kDqWarpsM) * T::kDqRows;
