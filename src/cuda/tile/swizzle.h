@@ -20,6 +20,7 @@ struct SwizzledTile {
   static constexpr int kRowCount = kRows;
   static constexpr int kColCount = kCols;
   static constexpr int kBlockCols = 64;  // 128-byte rows inside a column block
+  static constexpr int kRowBytes = 2 * kBlockCols;
   static constexpr int kChunkElems = 8;  // 16 bytes of 16-bit elements
   static constexpr int kBlocks = (kCols + kBlockCols - 1) / kBlockCols;
   static constexpr int kElems = kBlocks * kRows * kBlockCols;  // storage, padding included
@@ -36,19 +37,19 @@ struct SwizzledTile {
   FA_HOST_DEVICE static LaneOffsets lane_offsets(int lr, int lc) {
     LaneOffsets lo;
     for (int j = 0; j < 4; ++j)
-      lo.v[j] = uint32_t((lr * 128 + lc * 2 + j * 32) ^ ((lr % 8) << 4));
+      lo.v[j] = uint32_t((lr * kRowBytes + lc * 2 + j * 32) ^ ((lr % 8) << 4));
     return lo;
   }
   FA_HOST_DEVICE static uint32_t frag_offset(const LaneOffsets& lo, int row0, int col0) {
-    return uint32_t((col0 / kBlockCols) * kRows * kBlockCols * 2 + row0 * kBlockCols * 2) +
+    return uint32_t((col0 / kBlockCols) * kRows * kRowBytes + row0 * kRowBytes) +
            lo.v[(col0 % kBlockCols) / 16];
   }
 
   // frag_offset(lane_offsets(lr, lc), 0, col0) for a col0 (a multiple of 16) known only at run
   // time, without indexing LaneOffsets::v by it (a dynamic index puts the array in local memory).
   FA_HOST_DEVICE static uint32_t lane_offset_at(int lr, int lc, int col0) {
-    return uint32_t((col0 / kBlockCols) * kRows * kBlockCols * 2) +
-           uint32_t((lr * 128 + lc * 2 + (col0 % kBlockCols) * 2) ^ ((lr % 8) << 4));
+    return uint32_t((col0 / kBlockCols) * kRows * kRowBytes) +
+           uint32_t((lr * kRowBytes + lc * 2 + (col0 % kBlockCols) * 2) ^ ((lr % 8) << 4));
   }
 
   // Element offset of (row, col); col % 8 is preserved inside the chunk.

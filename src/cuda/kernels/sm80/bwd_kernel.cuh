@@ -91,9 +91,10 @@ struct BwdTraits {
   // whole m-tiles by whole n-tile pairs, as square as they go (a warp reads kDqRows / 16 +
   // kDqCols / 16 fragments a k-step): 2 x 4 at d = 64 / 128 / 192 / 256, 4 x 2 at d = 32 / 96 /
   // 160 / 224 and with 128 rows.
+  static constexpr int kNoSplit = 1 << 20;  // dq_cost of a split into partial fragments
   static constexpr int dq_cost(int wm) {
     return kBlockM % (16 * wm) != 0 || kHeadDim % (16 * (kWarps / wm)) != 0
-               ? 1 << 20
+               ? kNoSplit
                : kBlockM / wm / 16 + kHeadDim / (kWarps / wm) / 16;
   }
   static constexpr int kDqWarpsM = dq_cost(2) <= dq_cost(4) ? 2 : 4;
@@ -240,7 +241,18 @@ struct ColOffsets {
     for (int c = 0; c < kChunks; ++c) v[c] = Tile::lane_offset_at(q.row, q.col, col0 + 16 * c);
   }
 };
-constexpr uint32_t kRowBytes = 128;  // SwizzledTile: a row of a 64-column block
+constexpr uint32_t kRowBytes = SwizzledTile<8, 64>::kRowBytes;  // any tile's: one column block
+
+// Every fragment accumulator of a warp tile to zero.
+template <int kM, int kN>
+__device__ __forceinline__ void zero_frags(float (&a)[kM][kN][4]) {
+#pragma unroll
+  for (int m = 0; m < kM; ++m)
+#pragma unroll
+    for (int n = 0; n < kN; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) a[m][n][e] = 0.f;
+}
 
 __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
@@ -271,8 +283,9 @@ __device__ __forceinline__ uint32_t keep_bits(const DropoutStream& drop, uint32_
         // Lane i takes word i of lane (i + r) % 4's block, which sends its word (i - r) % 4.
         const int send = (i - r) & 3, from = (i + r) & 3;
         const uint32_t mine = send == 0 ? w.x[0] : send == 1 ? w.x[1] : send == 2 ? w.x[2] : w.x[3];
+        // lane = 16 a + 4 i + t: lane `from` of the group replaces bits 2-3 (i).
         const uint32_t word =
-            r == 0 ? mine : __shfl_sync(0xffffffffu, mine, (lane & ~12) | (from << 2));
+            r == 0 ? mine : __shfl_sync(0xffffffffu, mine, (lane & ~(3 << 2)) | (from << 2));
         bits |= uint32_t(drop.keep(word)) << (4 * (mt * kSNt + nt) + from);
       }
     }
@@ -425,12 +438,8 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   cp_async_commit();
 
   float dk[kKvMt][kKvNt][4], dv[kKvMt][kKvNt][4];
-#pragma unroll
-  for (int mt = 0; mt < kKvMt; ++mt)
-#pragma unroll
-    for (int nd = 0; nd < kKvNt; ++nd)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dk[mt][nd][e] = dv[mt][nd][e] = 0.f;
+  zero_frags(dk);
+  zero_frags(dv);
 
   const auto kv_a = a_lane<KvTile>(lane);  // K / V as A (Sᵀ, dPᵀ)
   const auto q_bt = bt_lane<QTile>(lane);  // Q / dO as B of Sᵀ / dPᵀ
@@ -484,16 +493,12 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     const bool transform = logit.softcap > 0.f || logit.alibi_slope != 0.f;
 
     // Sᵀ = K Qᵀ, then dPᵀ = V dOᵀ, over the warp's (kSKeys x kSQueries) tile, full head dim:
-    // one after the other, so that only one product's fragments are live next to Sᵀ (the two
-    // interleaved spilled 192 bytes at d = 128, sequential ones XXX).
+    // one after the other, so that only one product's fragments are live next to Sᵀ (at 9ff4169,
+    // d = 128: interleaved spilled 192 bytes, sequential 144, and interleaved measured 1-2%
+    // slower).
     float st[kSMt][kSNt][4], dpt[kSMt][kSNt][4];
     auto s_gemm = [&](float(&acc)[kSMt][kSNt][4], uint32_t a_base, uint32_t b_base) {
-#pragma unroll
-      for (int mt = 0; mt < kSMt; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < kSNt; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[mt][nt][e] = 0.f;
+      zero_frags(acc);
 #pragma unroll
       for (int ks = 0; ks < kD / 16; ++ks) {
         uint32_t a[kSMt][4];
@@ -552,12 +557,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     float dq[kDqMt][kDqNt][4];
     int* sem = nullptr;
     auto dq_gemm = [&] {
-#pragma unroll
-      for (int mt = 0; mt < kDqMt; ++mt)
-#pragma unroll
-        for (int nd = 0; nd < kDqNt; ++nd)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) dq[mt][nd][e] = 0.f;
+      zero_frags(dq);
 #pragma unroll
       for (int kk = 0; kk < kN / 16; ++kk) {
         uint32_t a[kDqMt][4];
