@@ -90,11 +90,16 @@ void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
     launch_bwd_main<BwdTraits<kHeadDim, Tag, true>>(p, ws, stream);
   else
     launch_bwd_main<T>(p, ws, stream);
-  if (kHeadDim <= 64 && bwd_wide(p, kHeadDim))
-    bwd_postprocess<BwdTraits<kHeadDim, Tag, false, kBwdWideBlockM>, kRowWarps>
-        <<<rows_grid, 32 * kRowWarps, 0, stream>>>(p, ws);
-  else
-    bwd_postprocess<T, kRowWarps><<<rows_grid, 32 * kRowWarps, 0, stream>>>(p, ws);
+  // The postprocess reads the accumulator in the main kernel's tile order (its kBlockM); the
+  // 128-query form exists only at d <= 64.
+  bool wide = false;
+  if constexpr (kHeadDim <= 64) {
+    wide = bwd_wide(p, kHeadDim);
+    if (wide)
+      bwd_postprocess<BwdTraits<kHeadDim, Tag, false, kBwdWideBlockM>, kRowWarps>
+          <<<rows_grid, 32 * kRowWarps, 0, stream>>>(p, ws);
+  }
+  if (!wide) bwd_postprocess<T, kRowWarps><<<rows_grid, 32 * kRowWarps, 0, stream>>>(p, ws);
   check(cudaGetLastError(), "postprocess launch");
 }
 
