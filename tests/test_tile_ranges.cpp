@@ -7,7 +7,8 @@
 //               visibility, and its ALiBi distance is |i + offset - j|;
 //   KeyTileQueries: the backward's query tiles of a key tile are exactly those with a row that
 //               sees one of its keys, and a query tile's key tiles form one run (what the
-//               deterministic mode's count of earlier key tiles assumes of the blocks' order).
+//               deterministic mode's count of later key tiles assumes of the blocks' order);
+//               higher key tiles reach a query tile first (why that order is the fast one).
 // Rows past len_q (a block's padding) belong to the warp's range, as in the kernel.
 #include <gtest/gtest.h>
 
@@ -146,6 +147,42 @@ TEST(TileRanges, KeyTileQueriesAreExactlyTheTilesThatSeeTheKeys) {
           ASSERT_LE(runs, 1) << describe(s, block_m, block_n, mb * block_m, 0);
         }
       }
+}
+
+// The deterministic mode adds into a query tile in descending key-tile order because that is the
+// order in which the blocks reach it: a block walks (GQA head, query tile) steps head-major over
+// its KeyTileQueries range, so it reaches (head h, tile mb) at step h (end - begin) + mb - begin.
+// Checked here: a higher key tile touching the query tile reaches it no later than a lower one,
+// for causal and full attention with any GQA group, and for every mask without GQA. (With GQA
+// under a window that ends - window_left >= 0 - ranges of different widths break it for later
+// heads; the order stays deterministic, only some waiting returns.)
+TEST(TileRanges, KeyTilesReachAQueryTileInDescendingOrder) {
+  std::vector<Shape> all = shapes();
+  all.push_back({1000, 1000, -1, 0});
+  all.push_back({2048, 1000, -1, 0});
+  all.push_back({1000, 2048, -1, 0});
+  all.push_back({300, 1000, 500, 7});
+  for (const Shape& s : all)
+    for (int block_n : {64, 128})
+      for (int block_m : {64, 128})
+        for (int group : {1, 4}) {
+          if (group > 1 && s.window_left >= 0) continue;
+          const Visibility vis{s.len_k - s.len_q, s.window_left, s.window_right};
+          const int key_tiles = int((s.len_k + block_n - 1) / block_n);
+          const int query_tiles = int((s.len_q + block_m - 1) / block_m);
+          for (int mb = 0; mb < query_tiles; ++mb)
+            for (int h = 0; h < group; ++h) {
+              int64_t later = -1;  // the step at which the next higher key tile reaches (h, mb)
+              for (int nb = key_tiles - 1; nb >= 0; --nb) {
+                const KeyTileQueries q(vis, s.len_q, s.len_k, nb, block_n, block_m);
+                if (mb < q.begin || mb >= q.end) continue;
+                const int64_t step = int64_t(h) * (q.end - q.begin) + (mb - q.begin);
+                ASSERT_GE(step, later) << describe(s, block_m, block_n, int64_t(mb) * block_m, nb)
+                                       << " group=" << group << " head=" << h;
+                later = step;
+              }
+            }
+        }
 }
 
 }  // namespace

@@ -27,4 +27,16 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
                : "r"(addr));
 }
 
+// The inverse of ldmatrix_x4 (sm90): lanes 8i .. 8i + 7 address the rows of matrix i, register i
+// of every lane holds its pair of matrix i (row lane / 4, columns 2 (lane % 4), + 1).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+               "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+#else
+  __trap();  // sm90 only: callers test __CUDA_ARCH__
+#endif
+}
+
 }  // namespace fa::cuda
