@@ -361,19 +361,25 @@ __device__ __forceinline__ void apply_dropout(const FwdDropout& dr, int n0,
                                               float (&s)[T::kMTiles][T::kBlockN / 8][4],
                                               int lane) {
   const int t = lane % 4;
+  // Lanes t and t ^ 1 need the same Philox block for both their rows: lane parity q computes
+  // row q's (r = q) and hands its partner the two words the partner needs of it.
+  const int q = t & 1;
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const uint32_t row = uint32_t(dr.row_g + 16 * mt + 8 * r);
+    for (int nt = 0; nt < T::kBlockN / 8; ++nt) {
+      const Philox4 w = dr.drop.words(dr.bh, uint32_t(dr.row_g + 16 * mt + 8 * q),
+                                      uint32_t((n0 + 8 * nt) / 4 + t / 2));
+      const uint32_t own0 = q ? w.x[2] : w.x[0], own1 = q ? w.x[3] : w.x[1];
+      const uint32_t got0 = __shfl_xor_sync(0xffffffffu, q ? w.x[0] : w.x[2], 1);
+      const uint32_t got1 = __shfl_xor_sync(0xffffffffu, q ? w.x[1] : w.x[3], 1);
 #pragma unroll
-      for (int nt = 0; nt < T::kBlockN / 8; ++nt) {
-        const Philox4 w = dr.drop.words(dr.bh, row, uint32_t((n0 + 8 * nt) / 4 + t / 2));
-        const uint32_t w0 = (t & 1) ? w.x[2] : w.x[0], w1 = (t & 1) ? w.x[3] : w.x[1];
+      for (int r = 0; r < 2; ++r) {
+        const bool mine = r == q;
         float& s0 = s[mt][nt][2 * r];
         float& s1 = s[mt][nt][2 * r + 1];
-        if (!dr.drop.keep(w0)) s0 = 0.f;
-        if (!dr.drop.keep(w1)) s1 = 0.f;
+        if (!dr.drop.keep(mine ? own0 : got0)) s0 = 0.f;
+        if (!dr.drop.keep(mine ? own1 : got1)) s1 = 0.f;
       }
     }
 }
