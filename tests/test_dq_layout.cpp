@@ -1,5 +1,6 @@
 // The backward's dQ accumulator order (src/cuda/kernels/sm80/dq_layout.h): the main kernel's
-// fragment map and the postprocess's inverse agree, and together they cover the tile exactly once.
+// fragment map and the postprocess's inverse agree, together they cover the tile exactly once, and
+// the postprocess's 4-column pieces are contiguous and 16-byte aligned.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -32,6 +33,14 @@ void check_layout() {
           ++hits[off];
         }
   for (int i = 0; i < kM * kD; ++i) ASSERT_EQ(hits[i], 1) << "d " << kD << " float " << i;
+  // The postprocess reads 4 columns c .. c + 3 (c a multiple of 4) of a row as one float4.
+  for (int row = 0; row < kM; ++row)
+    for (int c = 0; c < kD; c += 4) {
+      ASSERT_EQ(L::offset(row, c) % 4, 0) << "d " << kD << " row " << row << " col " << c;
+      for (int k = 1; k < 4; ++k)
+        ASSERT_EQ(L::offset(row, c + k), L::offset(row, c) + k)
+            << "d " << kD << " row " << row << " col " << c + k;
+    }
 }
 
 }  // namespace

@@ -113,6 +113,22 @@ struct BwdTraits {
   using KvTile = SwizzledTile<kBlockN, kHeadDim>;
   using QTile = SwizzledTile<kBlockM, kHeadDim>;  // Q and dO, two buffers each
   using STile = SwizzledTile<kBlockN, kBlockM>;   // Pᵀ and dSᵀ: row = key, column = query
+  // Step addresses from a block base (load_step): +1-4% at d = 64 (the per-step 64-bit products
+  // cost ~100 instructions), but ptxas then spilled d = 256 80 -> 212 bytes (15% slower) and
+  // d = 128 40 -> 88 (1% slower).
+  static constexpr bool kStepBase = kHeadDim <= 64;
+  // LSE and D interleaved in the order the Sᵀ fragments read them (lse_slot): one 16-byte load an
+  // n-tile instead of two 8-byte ones. Above d = 128 only: there ptxas then spilled less (d = 256
+  // 80 -> 52 bytes) and it measured +1-2%; at d = 64 / 128 it spilled more (128 -> 200, 40 ->
+  // 112 bytes) and measured 1-4% slower. Not with dropout (d = 256: 48 -> 64 bytes; unmeasured).
+  static constexpr bool kLseD16 = kHeadDim > 128 && !kDropout;
+  // With kLseD16, the float slot of query q's LSE among a step's 2 kBlockM values (D two floats
+  // later): query 8 nt + 2t + e of a warp's kSQueries columns at 2 (t kSQueries / 4 + 2 nt) + e,
+  // so a lane's four values of an n-tile are one aligned float4 (lanes of one t read the same).
+  static constexpr int lse_slot(int q) {
+    const int w = q / kSQueries * kSQueries, r = q % kSQueries;
+    return 2 * (w + (r % 8) / 2 * (kSQueries / 4) + r / 8 * 2) + r % 2;
+  }
   static constexpr int kSmemBytes =
       2 * (2 * KvTile::kElems + 4 * QTile::kElems + 2 * STile::kElems) + 2 * 2 * kBlockM * 4;
 };
@@ -148,46 +164,86 @@ __device__ __forceinline__ int64_t acc_row(const Params& p, int64_t b, const Seq
   return (p.varlen() ? sq.q_start : b * p.seqlen_q) + b * kBwdSpareRows;
 }
 
-// scale · rowsum(dO ∘ O) and LSE · log2(e) per row, in the workspace's row order: one warp per
-// row; grid (ceil(seqlen_q / kWarps), heads_q, batch).
-template <typename Tag, int kWarps>
-__global__ void __launch_bounds__(32 * kWarps) bwd_preprocess(const __grid_constant__ Params p,
-                                                              BwdWorkspace ws) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t i = int64_t(blockIdx.x) * kWarps + warp, h = blockIdx.y, b = blockIdx.z;
-  const SeqInfo sq = p.seq(b);
-  if (i >= sq.len_q) return;
-  const uint16_t* o = p.out.at<const uint16_t>(b, sq.q_start + i, h);
-  const uint16_t* dout = p.dout.at<const uint16_t>(b, sq.q_start + i, h);
-  float sum = 0.f;
-  for (int c = lane; c < p.head_dim; c += 32) sum += load_float<Tag>(o + c) * load_float<Tag>(dout + c);
+// Lanes that share one row in the pre- and postprocess: a power of two covering the row's
+// chunks (16 bytes of O / dO, or 4 floats of the dQ accumulator), at most a warp.
+constexpr int row_lanes(int chunks) {
+  return chunks > 16 ? 32 : chunks > 8 ? 16 : chunks > 4 ? 8 : 4;
+}
+constexpr int kRowWarps = 4;  // warps a block of the pre- / postprocess
+// Query rows a block of the preprocess / postprocess of kernel head dim kD covers.
+template <int kD>
+constexpr int kPreRows = kRowWarps * (32 / row_lanes(kD / 8));
+template <int kD>
+constexpr int kPostRows = kRowWarps * (32 / row_lanes(kD / 4));
+
+// Sum of the products of two 16-byte chunks of 8 elements, in fp32.
+template <typename Tag>
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
+  const uint32_t aw[4] = {a.x, a.y, a.z, a.w}, bw[4] = {b.x, b.y, b.z, b.w};
+  float s = 0.f;
 #pragma unroll
-  for (int m = 16; m >= 1; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
-  if (lane == 0) {
+  for (int k = 0; k < 4; ++k) {
+    const uint16_t a0 = uint16_t(aw[k] & 0xffffu), a1 = uint16_t(aw[k] >> 16);
+    const uint16_t b0 = uint16_t(bw[k] & 0xffffu), b1 = uint16_t(bw[k] >> 16);
+    s = fmaf(load_float<Tag>(&a0), load_float<Tag>(&b0), s);
+    s = fmaf(load_float<Tag>(&a1), load_float<Tag>(&b1), s);
+  }
+  return s;
+}
+
+// scale · rowsum(dO ∘ O) and LSE · log2(e) per row, in the workspace's row order: row_lanes(kD /
+// 8) lanes a row, each loading 16-byte chunks (the views are 16-byte aligned with strides a
+// multiple of 8 elements: check_view_alignment); grid (ceil(seqlen_q / kPreRows), heads_q,
+// batch). (One warp a row with 2-byte loads took 148 us at d = 64, 16k tokens x 32 heads,
+// against FA2's 73 us, which also clears its accumulator.)
+template <typename Tag, int kD>
+__global__ void __launch_bounds__(32 * kRowWarps) bwd_preprocess(const __grid_constant__ Params p,
+                                                                 BwdWorkspace ws) {
+  constexpr int kLanes = row_lanes(kD / 8);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane % kLanes;
+  const int64_t row0 = (int64_t(blockIdx.x) * kRowWarps + warp) * (32 / kLanes);
+  const int64_t i = row0 + lane / kLanes, h = blockIdx.y, b = blockIdx.z;
+  const SeqInfo sq = p.seq(b);
+  if (row0 >= sq.len_q) return;  // the whole warp: the shuffles below need every lane
+  const bool live = i < sq.len_q;
+  float sum = 0.f;
+  if (live) {
+    const uint16_t* o = p.out.at<const uint16_t>(b, sq.q_start + i, h);
+    const uint16_t* dout = p.dout.at<const uint16_t>(b, sq.q_start + i, h);
+    for (int c = 8 * sub; c < p.head_dim; c += 8 * kLanes)
+      sum += dot8<Tag>(*reinterpret_cast<const uint4*>(o + c),
+                       *reinterpret_cast<const uint4*>(dout + c));
+  }
+#pragma unroll
+  for (int m = kLanes / 2; m >= 1; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+  if (live && sub == 0) {
     const int64_t row = h * ws.rows + acc_row(p, b, sq) + i;
     ws.dsum[row] = sum * p.softmax_scale;
     ws.lse2[row] = p.lse.at(b, h, sq.q_start + i) * kLog2e;
   }
 }
 
-// dq = dQ accumulator in the input type: one warp per query row, reading the row's elements from
-// its tile's order (dq_layout.h); grid as the preprocess.
-template <class T, int kWarps>
-__global__ void __launch_bounds__(32 * kWarps) bwd_postprocess(const __grid_constant__ Params p,
-                                                               BwdWorkspace ws) {
+// dq = dQ accumulator in the input type: row_lanes(kHeadDim / 4) lanes a query row, each taking
+// 4 columns at a time, which lie in one 16-byte piece of the tile order (DqTileLayout::offset,
+// host-tested) and leave as one 8-byte store; grid (ceil(seqlen_q / kPostRows), heads_q, batch).
+template <class T>
+__global__ void __launch_bounds__(32 * kRowWarps) bwd_postprocess(const __grid_constant__ Params p,
+                                                                  BwdWorkspace ws) {
   using Tag = typename T::Tag;
   using DqL = typename T::DqLayout;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t i = int64_t(blockIdx.x) * kWarps + warp, h = blockIdx.y, b = blockIdx.z;
+  constexpr int kLanes = row_lanes(T::kHeadDim / 4);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane % kLanes;
+  const int64_t i = (int64_t(blockIdx.x) * kRowWarps + warp) * (32 / kLanes) + lane / kLanes;
+  const int64_t h = blockIdx.y, b = blockIdx.z;
   const SeqInfo sq = p.seq(b);
   if (i >= sq.len_q) return;
   const int row = int(i % T::kBlockM);
   const float* tile =
       ws.dq_acc + (h * ws.rows + acc_row(p, b, sq) + (i - row)) * T::kHeadDim;
   uint16_t* dq = p.dq.at<uint16_t>(b, sq.q_start + i, h);
-  for (int c = 2 * lane; c < p.head_dim; c += 64) {
-    const float2 v = *reinterpret_cast<const float2*>(tile + DqL::offset(row, c));
-    *reinterpret_cast<uint32_t*>(dq + c) = pack2<Tag>(v.x, v.y);
+  for (int c = 4 * sub; c < p.head_dim; c += 4 * kLanes) {
+    const float4 v = *reinterpret_cast<const float4*>(tile + DqL::offset(row, c));
+    *reinterpret_cast<uint2*>(dq + c) = make_uint2(pack2<Tag>(v.x, v.y), pack2<Tag>(v.z, v.w));
   }
 }
 
@@ -301,7 +357,8 @@ __device__ __forceinline__ uint32_t keep_bits(const DropoutStream& drop, uint32_
 // P and dS of one step in place for the warp's Sᵀ tile: st <- P (P ∘ [kept] with dropout), dpt
 // <- dS = P ∘ (scale dP - scale D) with the softcap derivative (dsum holds scale · D).
 // Element e of [mt][nt]: key kr = key0 + 16 mt + g + 8 (e / 2), query qc = query0 + 8 nt + 2t +
-// e % 2 of the step (lse2 and dsum point at the step's query 0); the mask and the ALiBi distance
+// e % 2 of the step (lse2 and dsum point at the step's query 0; with kLseD16 lse2 at both,
+// interleaved); the mask and the ALiBi distance
 // in 32-bit tile coordinates (StepWindow, host-tested in tests/test_tile_ranges.cpp). With dropout
 // the forward's P·V saw P ∘ keep (keep = 0 or 1 / (1 - p)), so dS = P ∘ (dP ∘ keep - D) and dV
 // takes P ∘ [kept], scaled by 1 / (1 - p) in fp32 at the end (as the forward does, so that no
@@ -325,8 +382,16 @@ __device__ __forceinline__ void bwd_pointwise(float (&st)[T::kSKeys / 16][T::kSQ
 #pragma unroll
   for (int nt = 0; nt < T::kSQueries / 8; ++nt) {
     const int q2 = query0 + 8 * nt + 2 * t;
-    const float2 l2 = *reinterpret_cast<const float2*>(lse2 + q2);
-    const float2 dd = *reinterpret_cast<const float2*>(dsum + q2);
+    float2 l2, dd;
+    if constexpr (T::kLseD16) {
+      const float4 ld = reinterpret_cast<const float4*>(
+          lse2 + 2 * (query0 + t * (T::kSQueries / 4)))[nt];  // T::lse_slot
+      l2 = make_float2(ld.x, ld.y);
+      dd = make_float2(ld.z, ld.w);
+    } else {
+      l2 = *reinterpret_cast<const float2*>(lse2 + q2);
+      dd = *reinterpret_cast<const float2*>(dsum + q2);
+    }
 #pragma unroll
     for (int mt = 0; mt < T::kSKeys / 16; ++mt)
 #pragma unroll
@@ -382,8 +447,9 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   uint16_t* sdO = sQ + 2 * QTile::kElems;  // [2][QTile]
   uint16_t* sP = sdO + 2 * QTile::kElems;
   uint16_t* sdS = sP + STile::kElems;
-  float* sLse = reinterpret_cast<float*>(sdS + STile::kElems);  // [2][kM], LSE · log2 e
-  float* sD = sLse + 2 * kM;                                      // [2][kM]
+  // [2][kM] LSE · log2 e, then [2][kM] scale · D; with kLseD16 [2][2 kM] in lse_slot order.
+  float* sLse = reinterpret_cast<float*>(sdS + STile::kElems);
+  float* sD = sLse + 2 * kM;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
@@ -407,12 +473,20 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   // Q, dO, LSE and D of the step (query head head of the group, query tile mb) into buffer buf.
   // Rows past the sequence arrive as zeros: their P is exp(0 - 0) = 1, but with dO = 0, Q = 0
   // and D = 0 they add nothing to dV, dK or dS, and their dQ is never read.
+  // With T::kStepBase the addresses are relative to the group's first query head, row 0 (a
+  // head / tile index times a stride each); without, the full (b, row, head) products.
+  const uint16_t* q_blk = p.q.at<const uint16_t>(b, sq.q_start, hk * group);
+  const uint16_t* do_blk = p.dout.at<const uint16_t>(b, sq.q_start, hk * group);
+  const int64_t ws_blk = hk * group * ws.rows + acc0;  // workspace row of (head 0, row 0)
   auto load_step = [&](int head, int mb, int buf) {
-    const int64_t hq = hk * group + head;
     const int64_t m0 = int64_t(mb) * kM;
     const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
-    const uint16_t* q = p.q.at<const uint16_t>(b, sq.q_start + m0, hq);
-    const uint16_t* dout = p.dout.at<const uint16_t>(b, sq.q_start + m0, hq);
+    const int64_t hq = hk * group + head;
+    const uint16_t* q = T::kStepBase ? q_blk + head * p.q.stride_h + m0 * p.q.stride_s
+                                     : p.q.at<const uint16_t>(b, sq.q_start + m0, hq);
+    const uint16_t* dout = T::kStepBase
+                               ? do_blk + head * p.dout.stride_h + m0 * p.dout.stride_s
+                               : p.dout.at<const uint16_t>(b, sq.q_start + m0, hq);
     auto load_partial = [&] {
       load_tile<QTile, T::kThreads>(sQ + buf * QTile::kElems, q, p.q.stride_s, rows, d, tid);
       load_tile<QTile, T::kThreads>(sdO + buf * QTile::kElems, dout, p.dout.stride_s, rows, d,
@@ -431,8 +505,11 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     if (tid < kM) {
       const bool ok = tid < rows;
       const int64_t row = ok ? m0 + tid : 0;
-      cp_async_4(smem_addr(sLse + buf * kM + tid), ws.lse2 + hq * ws.rows + acc0 + row, ok);
-      cp_async_4(smem_addr(sD + buf * kM + tid), ws.dsum + hq * ws.rows + acc0 + row, ok);
+      const int64_t r = T::kStepBase ? ws_blk + head * ws.rows + row : hq * ws.rows + acc0 + row;
+      const int lse_at = T::kLseD16 ? buf * 2 * kM + T::lse_slot(tid) : buf * kM + tid;
+      const int d_at = T::kLseD16 ? lse_at + 2 : 2 * kM + buf * kM + tid;
+      cp_async_4(smem_addr(sLse + lse_at), ws.lse2 + r, ok);
+      cp_async_4(smem_addr(sLse + d_at), ws.dsum + r, ok);
     }
   };
 
@@ -501,7 +578,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     const uint32_t aK = opaque(aK0), aV = opaque(aV0), aP = opaque(aP0), adS = opaque(adS0);
     const uint32_t aQ = opaque(smem_addr(sQ + buf * QTile::kElems));
     const uint32_t adO = opaque(smem_addr(sdO + buf * QTile::kElems));
-    const float* lse = sLse + buf * kM;
+    const float* lse = T::kLseD16 ? sLse + buf * 2 * kM : sLse + buf * kM;
     const float* dsum = sD + buf * kM;
     const Logit<float> logit{p.softcap, p.alibi_slope(b, hq), sq.len_k - sq.len_q};
     const bool transform = logit.softcap > 0.f || logit.alibi_slope != 0.f;

@@ -62,7 +62,6 @@ void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
                     BwdTraits<kHeadDim, Tag, false, kBwdWideBlockM>::kSmemBytes ==
                         bwd_smem_bytes(kHeadDim, kBwdWideBlockM),
                 "bwd_sm80.h's workspace and shared-memory figures follow the traits");
-  constexpr int kRowWarps = 4;  // pre- / postprocess: one warp per query row
   const BwdLayout layout = bwd_layout(p, kHeadDim);
   BwdWorkspace ws;
   ws.rows = int64_t(bwd_rows(p));
@@ -82,9 +81,12 @@ void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
                             (p.deterministic ? layout.sem_elems * sizeof(int) : 0),
                         stream),
         "clearing the dQ accumulator");
-  const dim3 rows_grid(unsigned((p.seqlen_q + kRowWarps - 1) / kRowWarps), unsigned(p.heads_q),
-                       unsigned(p.batch));
-  bwd_preprocess<Tag, kRowWarps><<<rows_grid, 32 * kRowWarps, 0, stream>>>(p, ws);
+  auto rows_grid = [&p](int rows_per_block) {
+    return dim3(unsigned((p.seqlen_q + rows_per_block - 1) / rows_per_block), unsigned(p.heads_q),
+                unsigned(p.batch));
+  };
+  bwd_preprocess<Tag, kHeadDim>
+      <<<rows_grid(kPreRows<kHeadDim>), 32 * kRowWarps, 0, stream>>>(p, ws);
   check(cudaGetLastError(), "preprocess launch");
   if (p.dropout_p > 0.f)
     launch_bwd_main<BwdTraits<kHeadDim, Tag, true>>(p, ws, stream);
@@ -96,10 +98,11 @@ void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
   if constexpr (kHeadDim <= 64) {
     wide = bwd_wide(p, kHeadDim);
     if (wide)
-      bwd_postprocess<BwdTraits<kHeadDim, Tag, false, kBwdWideBlockM>, kRowWarps>
-          <<<rows_grid, 32 * kRowWarps, 0, stream>>>(p, ws);
+      bwd_postprocess<BwdTraits<kHeadDim, Tag, false, kBwdWideBlockM>>
+          <<<rows_grid(kPostRows<kHeadDim>), 32 * kRowWarps, 0, stream>>>(p, ws);
   }
-  if (!wide) bwd_postprocess<T, kRowWarps><<<rows_grid, 32 * kRowWarps, 0, stream>>>(p, ws);
+  if (!wide)
+    bwd_postprocess<T><<<rows_grid(kPostRows<kHeadDim>), 32 * kRowWarps, 0, stream>>>(p, ws);
   check(cudaGetLastError(), "postprocess launch");
 }
 
