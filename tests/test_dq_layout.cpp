@@ -1,6 +1,6 @@
 // The backward's dQ accumulator order (src/cuda/kernels/sm80/dq_layout.h): the main kernel's
 // fragment map and the postprocess's inverse agree, together they cover the tile exactly once, and
-// the postprocess's quads (columns c, c + 1, c + 8, c + 9) are contiguous and 16-byte aligned.
+// the postprocess's 4-column pieces are contiguous and 16-byte aligned.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -21,11 +21,11 @@ void check_layout() {
   for (int warp = 0; warp < 8; ++warp)
     for (int lane = 0; lane < 32; ++lane)
       for (int j = 0; j < L::kReds; ++j)
-        for (int e = 0; e < 4; ++e) {  // the quad: n-tiles 2 np (e = 0, 1) and 2 np + 1 (2, 3)
+        for (int e = 0; e < 2; ++e) {
           const int g = lane / 4, t = lane % 4;
           const int row = (warp % kWarpsM) * kRows + 16 * L::mt(j) + 8 * L::half(j) + g;
-          const int col = (warp / kWarpsM) * kCols + 8 * (2 * L::np(j) + e / 2) + 2 * t + e % 2;
-          const int off = L::quad_offset(warp, lane, j) + e;
+          const int col = (warp / kWarpsM) * kCols + 8 * L::nt(j) + 2 * t + e;
+          const int off = L::pair_offset(warp, lane, j) + e;
           ASSERT_EQ(L::offset(row, col), off) << "d " << kD << " warp " << warp << " lane " << lane
                                               << " j " << j << " e " << e;
           ASSERT_GE(off, 0);
@@ -33,14 +33,13 @@ void check_layout() {
           ++hits[off];
         }
   for (int i = 0; i < kM * kD; ++i) ASSERT_EQ(hits[i], 1) << "d " << kD << " float " << i;
-  // The postprocess reads columns c, c + 1, c + 8, c + 9 (c = 16 q + 2 t) of a row as one float4.
+  // The postprocess reads 4 columns c .. c + 3 (c a multiple of 4) of a row as one float4.
   for (int row = 0; row < kM; ++row)
-    for (int u = 0; u < kD / 4; ++u) {
-      const int c = 16 * (u / 4) + 2 * (u % 4), off = L::offset(row, c);
-      ASSERT_EQ(off % 4, 0) << "d " << kD << " row " << row << " col " << c;
-      ASSERT_EQ(L::offset(row, c + 1), off + 1) << "d " << kD << " row " << row << " col " << c;
-      ASSERT_EQ(L::offset(row, c + 8), off + 2) << "d " << kD << " row " << row << " col " << c;
-      ASSERT_EQ(L::offset(row, c + 9), off + 3) << "d " << kD << " row " << row << " col " << c;
+    for (int c = 0; c < kD; c += 4) {
+      ASSERT_EQ(L::offset(row, c) % 4, 0) << "d " << kD << " row " << row << " col " << c;
+      for (int k = 1; k < 4; ++k)
+        ASSERT_EQ(L::offset(row, c + k), L::offset(row, c) + k)
+            << "d " << kD << " row " << row << " col " << c + k;
     }
 }
 

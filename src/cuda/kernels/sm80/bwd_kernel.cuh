@@ -224,9 +224,8 @@ __global__ void __launch_bounds__(32 * kRowWarps) bwd_preprocess(const __grid_co
 }
 
 // dq = dQ accumulator in the input type: row_lanes(kHeadDim / 4) lanes a query row, each taking
-// a quad of the tile order at a time (DqTileLayout: columns c, c + 1, c + 8, c + 9 of the row for
-// c = 16 np + 2t, one 16-byte load, host-tested) and storing two pairs; grid
-// (ceil(seqlen_q / kPostRows), heads_q, batch).
+// 4 columns at a time, which lie in one 16-byte piece of the tile order (DqTileLayout::offset,
+// host-tested) and leave as one 8-byte store; grid (ceil(seqlen_q / kPostRows), heads_q, batch).
 template <class T>
 __global__ void __launch_bounds__(32 * kRowWarps) bwd_postprocess(const __grid_constant__ Params p,
                                                                   BwdWorkspace ws) {
@@ -242,14 +241,9 @@ __global__ void __launch_bounds__(32 * kRowWarps) bwd_postprocess(const __grid_c
   const float* tile =
       ws.dq_acc + (h * ws.rows + acc_row(p, b, sq) + (i - row)) * T::kHeadDim;
   uint16_t* dq = p.dq.at<uint16_t>(b, sq.q_start + i, h);
-  // Quad u of the row: columns c = 16 (u / 4) + 2 (u % 4), +1, +8, +9 (c grows with u). With
-  // head_dim = 16 k + 8 (a padded head dim) the last quads' second pairs are past it.
-  for (int u = sub; u < T::kHeadDim / 4; u += kLanes) {
-    const int c = 16 * (u / 4) + 2 * (u % 4);
-    if (c >= p.head_dim) break;
+  for (int c = 4 * sub; c < p.head_dim; c += 4 * kLanes) {
     const float4 v = *reinterpret_cast<const float4*>(tile + DqL::offset(row, c));
-    *reinterpret_cast<uint32_t*>(dq + c) = pack2<Tag>(v.x, v.y);
-    if (c + 8 < p.head_dim) *reinterpret_cast<uint32_t*>(dq + c + 8) = pack2<Tag>(v.z, v.w);
+    *reinterpret_cast<uint2*>(dq + c) = make_uint2(pack2<Tag>(v.x, v.y), pack2<Tag>(v.z, v.w));
   }
 }
 
@@ -285,17 +279,14 @@ __device__ __forceinline__ void add_release(int* p, int v) {
   asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 
-// The fp32 quad at dst += (a, b, c, d), returning nothing: one 16-byte vector reduction on sm90
-// (atomicAdd on a float2 compiles to an ATOMG that returns the old pair), four scalar ones before.
-__device__ __forceinline__ void red_add4(float* dst, float a, float b, float c, float d) {
+// The fp32 pair at dst += (a, b), returning nothing: one 8-byte vector reduction on sm90
+// (atomicAdd on a float2 compiles to an ATOMG that returns the old pair), two scalar ones before.
+__device__ __forceinline__ void red_add2(float* dst, float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "f"(a), "f"(b),
-               "f"(c), "f"(d));
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(dst), "f"(a), "f"(b));
 #else
   atomicAdd(dst, a);
   atomicAdd(dst + 1, b);
-  atomicAdd(dst + 2, c);
-  atomicAdd(dst + 3, d);
 #endif
 }
 
@@ -717,13 +708,12 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     // sequence (dS = 0 there) into the sequence's spare rows (BwdWorkspace); columns past d (a
     // padded head dim) hold K's zero columns' products. The postprocess reads neither.
     using DqL = typename T::DqLayout;
-    float* acc = ws.dq_acc + (hq * ws.rows + acc0 + m0) * kD + DqL::quad_offset(warp, lane, 0);
+    float* acc = ws.dq_acc + (hq * ws.rows + acc0 + m0) * kD + DqL::pair_offset(warp, lane, 0);
     auto reduce_dq = [&] {
 #pragma unroll
       for (int j = 0; j < DqL::kReds; ++j) {
-        const int mt = DqL::mt(j), r = DqL::half(j), nd = 2 * DqL::np(j);
-        red_add4(acc + DqL::quad_offset(0, 0, j), dq[mt][nd][2 * r], dq[mt][nd][2 * r + 1],
-                 dq[mt][nd + 1][2 * r], dq[mt][nd + 1][2 * r + 1]);
+        const int mt = DqL::mt(j), r = DqL::half(j), nd = DqL::nt(j);
+        red_add2(acc + DqL::pair_offset(0, 0, j), dq[mt][nd][2 * r], dq[mt][nd][2 * r + 1]);
       }
     };
 
