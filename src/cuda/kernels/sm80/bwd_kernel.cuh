@@ -115,8 +115,8 @@ struct BwdTraits {
   using STile = SwizzledTile<kBlockN, kBlockM>;   // Pᵀ and dSᵀ: row = key, column = query
   // Step addresses from a block base (load_step): +1-4% at d = 64 (the per-step 64-bit products
   // cost ~100 instructions), but ptxas then spilled d = 256 80 -> 212 bytes (15% slower) and
-  // d = 128 40 -> 88 (1% slower).
-  static constexpr bool kStepBase = kHeadDim <= 64;
+  // d = 128 40 -> 88 (1% slower). Not with dropout (d = 64: 0 -> 20 bytes; unmeasured).
+  static constexpr bool kStepBase = kHeadDim <= 64 && !kDropout;
   // LSE and D interleaved in the order the Sᵀ fragments read them (lse_slot): one 16-byte load an
   // n-tile instead of two 8-byte ones. Above d = 128 only: there ptxas then spilled less (d = 256
   // 80 -> 52 bytes) and it measured +1-2%; at d = 64 / 128 it spilled more (128 -> 200, 40 ->
