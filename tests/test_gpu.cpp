@@ -134,6 +134,47 @@ TEST(GpuBackward, UnsupportedFailsCleanlyFromAnyThread) {
 #endif
 }
 
+// A workspace that is not 16-byte aligned (the kernels read and reduce into it 16 bytes at a
+// time) is refused before anything runs, naming the argument; the gradients keep their poison.
+TEST(GpuBackward, MisalignedWorkspaceFailsCleanly) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+#ifdef FA_TEST_CUDA
+  Case c;
+  c.dtype = FA_DTYPE_BF16;
+  c.head_dim = 64;
+  c.seqlen_q = 40;
+  c.seqlen_k = 56;
+  Problem pr(c);
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  if (backward_unavailable(dev.p, &why)) GTEST_SKIP() << why;
+  run_pass(dev.p, false);  // out and lse for the backward
+  if (HasFatalFailure()) return;
+  size_t bytes = 0;
+  ASSERT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_OK) << fa_last_error();
+  ASSERT_GT(bytes, 0u);
+  char* ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&ws, bytes + 16), cudaSuccess);
+  const fa_status st = fa_backward(&dev.p, ws + 4, bytes + 12, nullptr);
+  const std::string message = fa_last_error();
+  const cudaError_t sync = cudaDeviceSynchronize();
+  cudaFree(ws);
+  EXPECT_EQ(st, FA_ERROR_ALIGNMENT) << message;
+  EXPECT_NE(message.find("workspace"), std::string::npos) << message;
+  ASSERT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);
+  const std::pair<const DeviceTensor*, HostTensor*> grads[] = {
+      {&dev.dq, &pr.dq}, {&dev.dk, &pr.dk}, {&dev.dv, &pr.dv}};
+  for (const auto& [device, host] : grads) {  // still the 0xFF poison: nothing was written
+    std::memset(host->data(), 0, host->storage_bytes());
+    device->copy_to(*host);
+    const auto* b = static_cast<const unsigned char*>(host->data());
+    size_t poisoned = 0;
+    for (size_t i = 0; i < host->storage_bytes(); ++i) poisoned += b[i] == 0xFF;
+    EXPECT_EQ(poisoned, host->storage_bytes());
+  }
+#endif
+}
+
 INSTANTIATE_TEST_SUITE_P(Grid, Gpu, ::testing::ValuesIn(gpu_grid()),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return std::to_string(info.index) + "_" + info.param.name();

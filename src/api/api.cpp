@@ -1,5 +1,6 @@
 // The C ABI: every entry point validates, dispatches, and turns internal errors into a status
 // plus a per-thread message. No exception crosses this boundary.
+#include <cstdint>
 #include <exception>
 #include <new>
 #include <string>
@@ -60,6 +61,12 @@ fa_status run_pass(const fa_params* params, void* workspace, size_t workspace_by
     if (workspace_bytes < need)
       fa::fail(FA_ERROR_WORKSPACE, "workspace_bytes=", workspace_bytes, " is too small; need >= ",
                need, " (ask ", query, ")");
+    // The CUDA kernels read and reduce into the workspace 16 bytes at a time (cudaMalloc's
+    // pointers are 256-byte aligned); a misaligned one would fault on the device.
+    if (need > 0 && p.device.type == FA_DEVICE_CUDA &&
+        reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+      fa::fail(FA_ERROR_ALIGNMENT, "workspace=", workspace,
+               " must be 16-byte aligned for CUDA tensors");
     fa::run(k, p, pass, workspace, workspace_bytes, stream);
   });
 }
