@@ -129,6 +129,16 @@ struct BwdTraits {
     const int w = q / kSQueries * kSQueries, r = q % kSQueries;
     return 2 * (w + (r % 8) / 2 * (kSQueries / 4) + r / 8 * 2) + r % 2;
   }
+  // The order's LSE and D slots (lse_slot, + 2) are distinct and inside the step's 2 kBlockM.
+  static constexpr bool lse_slots_disjoint() {
+    for (int a = 0; a < kBlockM; ++a) {
+      if (lse_slot(a) < 0 || lse_slot(a) + 2 >= 2 * kBlockM) return false;
+      for (int b = 0; b < kBlockM; ++b)
+        if ((a != b && lse_slot(a) == lse_slot(b)) || lse_slot(a) == lse_slot(b) + 2) return false;
+    }
+    return true;
+  }
+  static_assert(!kLseD16 || lse_slots_disjoint(), "LSE / D slots overlap");
   static constexpr int kSmemBytes =
       2 * (2 * KvTile::kElems + 4 * QTile::kElems + 2 * STile::kElems) + 2 * 2 * kBlockM * 4;
 };
@@ -358,8 +368,8 @@ __device__ __forceinline__ uint32_t keep_bits(const DropoutStream& drop, uint32_
 // <- dS = P ∘ (scale dP - scale D) with the softcap derivative (dsum holds scale · D).
 // Element e of [mt][nt]: key kr = key0 + 16 mt + g + 8 (e / 2), query qc = query0 + 8 nt + 2t +
 // e % 2 of the step (lse2 and dsum point at the step's query 0; with kLseD16 lse2 at both,
-// interleaved); the mask and the ALiBi distance
-// in 32-bit tile coordinates (StepWindow, host-tested in tests/test_tile_ranges.cpp). With dropout
+// interleaved); the mask and the ALiBi distance in 32-bit tile coordinates (StepWindow,
+// host-tested in tests/test_tile_ranges.cpp). With dropout
 // the forward's P·V saw P ∘ keep (keep = 0 or 1 / (1 - p)), so dS = P ∘ (dP ∘ keep - D) and dV
 // takes P ∘ [kept], scaled by 1 / (1 - p) in fp32 at the end (as the forward does, so that no
 // scaled P is rounded to 16 bits).
