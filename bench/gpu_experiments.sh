@@ -5,7 +5,8 @@
 # run for the ratios. Tables on stdout, JSON and logs under OUTDIR. The GPU tests of a winner
 # still have to run (scripts/gpu-check.sh) before it lands.
 #   bench/gpu_experiments.sh OUTDIR [patch ...]      (default: every dev/experiments/*.patch)
-# Environment: FA_TUNE_BENCH_ARGS (e.g. "--dims 128,256"), FA_COMMIT.
+# Environment: FA_TUNE_BENCH_ARGS (e.g. "--dims 128,256"), FA_TUNE_HEAD_DIMS (e.g. "64;128;256":
+# build only those head dims), FA_COMMIT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/gpu_experiments.sh OUTDIR [patch ...]}

@@ -4,15 +4,18 @@
 # build (build-gpu, from scripts/gpu-check.sh). Verdicts go to docs/performance.md.
 #   [FA_TUNE_NAME=name] bench/gpu_tune.sh OUTDIR
 # FA_TUNE_NAME (default "tune") names the build directory and output files, so that several
-# variants can be built and measured in one session.
+# variants can be built and measured in one session. FA_TUNE_HEAD_DIMS (e.g. "64;128;256")
+# builds only those head dims' kernels (a third of the build for the benchmark's dims).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?}
 name=${FA_TUNE_NAME:-tune}
 mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH
+dims=()
+[ -n "${FA_TUNE_HEAD_DIMS:-}" ] && dims=("-DFA_HEAD_DIMS=${FA_TUNE_HEAD_DIMS}")
 cmake -S . -B build-${name} -DCMAKE_BUILD_TYPE=Release -DFA_ARCHS="${FA_ARCHS:-90a}" -DFA_BUILD_TESTS=OFF \
-  -DFA_BUILD_TOOLS=OFF -DCMAKE_CUDA_FLAGS="${FA_TUNE_FLAGS:-}" > "$out/${name}-build.log" 2>&1 &&
+  -DFA_BUILD_TOOLS=OFF -DCMAKE_CUDA_FLAGS="${FA_TUNE_FLAGS:-}" "${dims[@]}" > "$out/${name}-build.log" 2>&1 &&
   cmake --build build-${name} -j "$(nproc)" --target flashattn >> "$out/${name}-build.log" 2>&1 || { tail -20 "$out/${name}-build.log"; exit 1; }
 python3 bench/gpu_bench.py --lib build-${name}/libflashattn.so --json "$out/${name}.json" --quick ${FA_TUNE_BENCH_ARGS:-} \
   --commit "${FA_COMMIT:-unknown}+${FA_TUNE_FLAGS:-}" 2> "$out/${name}.log" | tail -20
