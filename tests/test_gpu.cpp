@@ -73,6 +73,22 @@ TEST_P(Gpu, ForwardMatchesReference) {
 #endif
 }
 
+#ifdef FA_TEST_CUDA
+// dq, dk and dv still hold DeviceProblem's 0xFF poison: a refused call wrote nothing.
+void expect_grads_untouched(Problem& pr, const DeviceProblem& dev) {
+  const std::pair<const DeviceTensor*, HostTensor*> grads[] = {
+      {&dev.dq, &pr.dq}, {&dev.dk, &pr.dk}, {&dev.dv, &pr.dv}};
+  for (const auto& [device, host] : grads) {
+    std::memset(host->data(), 0, host->storage_bytes());
+    device->copy_to(*host);
+    const auto* bytes = static_cast<const unsigned char*>(host->data());
+    size_t poisoned = 0;
+    for (size_t i = 0; i < host->storage_bytes(); ++i) poisoned += bytes[i] == 0xFF;
+    EXPECT_EQ(poisoned, host->storage_bytes());
+  }
+}
+#endif
+
 // A backward the CUDA backend cannot run must fail cleanly: the status from the workspace query
 // and from the call, a message, gradients untouched - also from a thread other than the one that
 // ran the forward, as PyTorch's autograd engine calls it (the Python suite once died with a
@@ -121,16 +137,7 @@ TEST(GpuBackward, UnsupportedFailsCleanlyFromAnyThread) {
   EXPECT_EQ(tq, kRefused) << tmessage;
   EXPECT_EQ(tc, kRefused) << tmessage;
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const std::pair<const DeviceTensor*, HostTensor*> grads[] = {
-      {&dev.dq, &pr.dq}, {&dev.dk, &pr.dk}, {&dev.dv, &pr.dv}};
-  for (const auto& [device, host] : grads) {  // still the 0xFF poison: nothing was written
-    std::memset(host->data(), 0, host->storage_bytes());
-    device->copy_to(*host);
-    const auto* bytes = static_cast<const unsigned char*>(host->data());
-    size_t poisoned = 0;
-    for (size_t i = 0; i < host->storage_bytes(); ++i) poisoned += bytes[i] == 0xFF;
-    EXPECT_EQ(poisoned, host->storage_bytes());
-  }
+  expect_grads_untouched(pr, dev);
 #endif
 }
 
@@ -162,16 +169,7 @@ TEST(GpuBackward, MisalignedWorkspaceFailsCleanly) {
   EXPECT_EQ(st, FA_ERROR_ALIGNMENT) << message;
   EXPECT_NE(message.find("workspace"), std::string::npos) << message;
   ASSERT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);
-  const std::pair<const DeviceTensor*, HostTensor*> grads[] = {
-      {&dev.dq, &pr.dq}, {&dev.dk, &pr.dk}, {&dev.dv, &pr.dv}};
-  for (const auto& [device, host] : grads) {  // still the 0xFF poison: nothing was written
-    std::memset(host->data(), 0, host->storage_bytes());
-    device->copy_to(*host);
-    const auto* b = static_cast<const unsigned char*>(host->data());
-    size_t poisoned = 0;
-    for (size_t i = 0; i < host->storage_bytes(); ++i) poisoned += b[i] == 0xFF;
-    EXPECT_EQ(poisoned, host->storage_bytes());
-  }
+  expect_grads_untouched(pr, dev);
 #endif
 }
 
