@@ -6,7 +6,8 @@
 # still have to run (scripts/gpu-check.sh) before it lands.
 #   bench/gpu_experiments.sh OUTDIR [patch ...]      (default: every dev/experiments/*.patch)
 # Environment: FA_TUNE_BENCH_ARGS (e.g. "--dims 128,256"), FA_TUNE_HEAD_DIMS (e.g. "64;128;256":
-# build only those head dims), FA_COMMIT.
+# build only those head dims), FA_TUNE_TEST_FILTER (run those GPU tests on every build first),
+# FA_COMMIT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/gpu_experiments.sh OUTDIR [patch ...]}

@@ -6,6 +6,8 @@
 # FA_TUNE_NAME (default "tune") names the build directory and output files, so that several
 # variants can be built and measured in one session. FA_TUNE_HEAD_DIMS (e.g. "64;128;256")
 # builds only those head dims' kernels (a third of the build for the benchmark's dims).
+# FA_TUNE_TEST_FILTER (a GoogleTest filter) also builds the tests and runs those first (a
+# GoogleTest source tree: FA_GTEST_SOURCE_DIR, default .deps/googletest).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?}
@@ -14,8 +16,18 @@ mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH
 dims=()
 [ -n "${FA_TUNE_HEAD_DIMS:-}" ] && dims=("-DFA_HEAD_DIMS=${FA_TUNE_HEAD_DIMS}")
-cmake -S . -B build-${name} -DCMAKE_BUILD_TYPE=Release -DFA_ARCHS="${FA_ARCHS:-90a}" -DFA_BUILD_TESTS=OFF \
+tests=(-DFA_BUILD_TESTS=OFF) targets=(--target flashattn)
+if [ -n "${FA_TUNE_TEST_FILTER:-}" ]; then
+  tests=(-DFA_BUILD_TESTS=ON "-DFA_GTEST_SOURCE_DIR=${FA_GTEST_SOURCE_DIR:-$PWD/.deps/googletest}")
+  targets=(--target flashattn fa_tests)
+fi
+cmake -S . -B build-${name} -DCMAKE_BUILD_TYPE=Release -DFA_ARCHS="${FA_ARCHS:-90a}" "${tests[@]}" \
   -DFA_BUILD_TOOLS=OFF -DCMAKE_CUDA_FLAGS="${FA_TUNE_FLAGS:-}" "${dims[@]}" > "$out/${name}-build.log" 2>&1 &&
-  cmake --build build-${name} -j "$(nproc)" --target flashattn >> "$out/${name}-build.log" 2>&1 || { tail -20 "$out/${name}-build.log"; exit 1; }
+  cmake --build build-${name} -j "$(nproc)" "${targets[@]}" >> "$out/${name}-build.log" 2>&1 || { tail -20 "$out/${name}-build.log"; exit 1; }
+if [ -n "${FA_TUNE_TEST_FILTER:-}" ]; then
+  ./build-${name}/tests/fa_tests --gtest_filter="${FA_TUNE_TEST_FILTER}" > "$out/${name}-tests.log" 2>&1
+  echo "tests ($FA_TUNE_TEST_FILTER): rc=$? $(grep -cE '^\[ +OK' "$out/${name}-tests.log") ok," \
+    "$(grep -cE '^\[  FAILED' "$out/${name}-tests.log") failed lines"
+fi
 python3 bench/gpu_bench.py --lib build-${name}/libflashattn.so --json "$out/${name}.json" --quick ${FA_TUNE_BENCH_ARGS:-} \
   --commit "${FA_COMMIT:-unknown}+${FA_TUNE_FLAGS:-}" 2> "$out/${name}.log" | tail -20
