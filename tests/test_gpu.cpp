@@ -7,7 +7,9 @@
 // where naive computes in fp32 from the same 16-bit inputs and rounds P to the 16-bit type.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -203,6 +205,81 @@ INSTANTIATE_TEST_SUITE_P(Grid, GpuBwd, ::testing::ValuesIn(gpu_grid()),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return std::to_string(info.index) + "_" + info.param.name();
                          });
+
+// The configurations of parts with less shared memory a block than this GPU, run here by capping
+// what the backward's choices see (FA_SM80_BWD_SMEM_LIMIT, read on every call): sm86 / sm89 (99
+// KB) at d <= 128 - 64-query steps at d 32 / 64, the compact configuration at d 96 / 128 - and
+// A100 (163 KB) at d 224 / 256 (compact). The grid's cases of those head dims, same rule. (This
+// GPU runs their sm90 code; the sm80 / 86 / 89 code differs in the Pᵀ / dSᵀ stores.)
+class SmemCap {
+ public:
+  explicit SmemCap(int bytes) { setenv(kVar, std::to_string(bytes).c_str(), 1); }
+  ~SmemCap() { unsetenv(kVar); }
+  SmemCap(const SmemCap&) = delete;
+  SmemCap& operator=(const SmemCap&) = delete;
+  static constexpr const char* kVar = "FA_SM80_BWD_SMEM_LIMIT";
+};
+constexpr int kSm86SmemOptin = 101376, kA100SmemOptin = 166912;
+
+std::vector<Case> small_smem_grid() {
+  std::vector<Case> cases;
+  for (const Case& c : gpu_grid())
+    if (c.head_dim <= 128 || c.head_dim >= 224) cases.push_back(c);
+  return cases;
+}
+
+class GpuBwdSmallSmem : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuBwdSmallSmem, GradientsMatchReference) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+#ifdef FA_TEST_CUDA
+  Problem pr(GetParam());
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  run_pass(dev.p, false);  // the forward, uncapped
+  if (HasFatalFailure()) return;
+  SmemCap cap(pr.c.head_dim <= 128 ? kSm86SmemOptin : kA100SmemOptin);
+  if (backward_unavailable(dev.p, &why)) GTEST_SKIP() << why;
+  run_pass(dev.p, true);
+  if (HasFatalFailure()) return;
+  expect_device_results(pr, dev, true);
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, GpuBwdSmallSmem, ::testing::ValuesIn(small_smem_grid()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::to_string(info.index) + "_" + info.param.name();
+                         });
+
+// What no configuration covers is refused with both figures: d 160 / 192 under the sm86 / sm89
+// cap (112.5 KB compact); a malformed cap is refused too.
+TEST(GpuBackward, SmallSmemRefusalsNameTheFigures) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+#ifdef FA_TEST_CUDA
+  Case c;
+  c.dtype = FA_DTYPE_FP16;
+  c.head_dim = 192;
+  c.seqlen_q = 40;
+  c.seqlen_k = 56;
+  Problem pr(c);
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  size_t bytes = 0;
+  if (backward_unavailable(dev.p, &why)) GTEST_SKIP() << why;
+  {
+    SmemCap cap(kSm86SmemOptin);
+    EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_ERROR_UNSUPPORTED);
+    const std::string message = fa_last_error();
+    EXPECT_NE(message.find("compact configuration"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::to_string(kSm86SmemOptin)), std::string::npos) << message;
+  }
+  setenv(SmemCap::kVar, "99KB", 1);
+  EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_ERROR_UNSUPPORTED);
+  EXPECT_NE(std::string(fa_last_error()).find(SmemCap::kVar), std::string::npos);
+  unsetenv(SmemCap::kVar);
+  EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_OK) << fa_last_error();
+#endif
+}
 
 }  // namespace
 }  // namespace fa::test

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "api/error.h"
@@ -98,6 +99,22 @@ const char* check_forward(const Params& p) {
   return "cuda-sm80";
 }
 
+#ifdef FA_SM80_BWD_DIMS
+namespace sm80 {
+int bwd_smem_optin(const Params& p) {
+  const int device = device_props(p.device.index).smem_optin;
+  const char* cap = std::getenv("FA_SM80_BWD_SMEM_LIMIT");
+  if (cap == nullptr || *cap == '\0') return device;
+  char* end = nullptr;
+  const long v = std::strtol(cap, &end, 10);
+  if (*end != '\0' || v <= 0)
+    fail(FA_ERROR_UNSUPPORTED, "environment FA_SM80_BWD_SMEM_LIMIT=", cap,
+         " must be a positive number of bytes");
+  return v < device ? int(v) : device;
+}
+}  // namespace sm80
+#endif
+
 void check_backward(const Params& p) {
 #ifdef FA_SM80_BWD_DIMS
   check_forward(p);
@@ -105,11 +122,14 @@ void check_backward(const Params& p) {
   if (kernel_d == 0)
     fail(FA_ERROR_HEAD_DIM, "head_dim=", p.head_dim, " has no CUDA backward kernel in this build");
   // The kernel for d > 64 needs more shared memory than sm86 / sm89 give a block (99 KB), and
-  // for d > 192 more than A100 does (163 KB): bwd_smem_bytes.
-  const int smem_optin = device_props(p.device.index).smem_optin;
-  if (sm80::bwd_smem_bytes(kernel_d) > smem_optin)
+  // for d > 192 more than A100 does (163 KB): bwd_smem_bytes. The compact configuration covers
+  // d 96 / 128 on the former and d 224 / 256 on the latter; d 160 / 192 on sm86 / sm89 it does
+  // not (112.5 KB).
+  const int smem_optin = sm80::bwd_smem_optin(p);
+  if (sm80::bwd_smem_bytes(kernel_d) > smem_optin && !sm80::bwd_compact(kernel_d, smem_optin))
     fail(FA_ERROR_UNSUPPORTED, "head_dim=", p.head_dim, ": the CUDA backward kernel needs ",
-         sm80::bwd_smem_bytes(kernel_d), " bytes of shared memory per block; CUDA device ",
+         sm80::bwd_smem_bytes(kernel_d), " bytes of shared memory per block (",
+         sm80::bwd_compact_smem_bytes(kernel_d), " in its compact configuration); CUDA device ",
          p.device.index, " allows ", smem_optin);
   check_view_alignment(p.dout, "dout");
   check_view_alignment(p.dq, "dq");

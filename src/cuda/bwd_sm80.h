@@ -62,6 +62,25 @@ constexpr bool bwd_wide_m(int kernel_d, int smem_optin) {
   return kernel_d <= 64 && bwd_smem_bytes(kernel_d, kBwdWideBlockM) <= smem_optin;
 }
 
+// The compact configuration (BwdTraits kCompact) for devices whose per-block shared memory is
+// below bwd_smem_bytes: 64 keys a block and one buffer of Q, dO, LSE and D (the next step's
+// copies start once the step's dK / dV product no longer reads them, behind the dQ product).
+// 80.5 KB at d = 96 / 128 (sm86 / sm89 allow 99 KB), 144.5 KB at d = 224 / 256 (A100 163 KB).
+constexpr int kBwdCompactBlockN = 64;
+constexpr int bwd_compact_smem_bytes(int kernel_d) {
+  return 2 * ((2 * kBwdCompactBlockN + 2 * kBwdBlockM) * ((kernel_d + 63) / 64 * 64) +
+              2 * kBwdCompactBlockN * kBwdBlockM) +
+         2 * kBwdBlockM * 4;
+}
+constexpr bool bwd_compact(int kernel_d, int smem_optin) {
+  return bwd_smem_bytes(kernel_d) > smem_optin && bwd_compact_smem_bytes(kernel_d) <= smem_optin;
+}
+// The per-block shared memory the backward's configuration choices see: the device's opt-in
+// limit, or less where the environment variable FA_SM80_BWD_SMEM_LIMIT (bytes) says so - a test
+// hook that runs the configurations of smaller parts on a larger one (sm86 / sm89: 101376,
+// A100: 166912). Read on every call.
+int bwd_smem_optin(const Params& p);
+
 inline size_t bwd_workspace_bytes(const Params& p, int kernel_d) {
   return bwd_layout(p, kernel_d).bytes();
 }

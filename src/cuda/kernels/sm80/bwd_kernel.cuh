@@ -28,7 +28,8 @@
 //   dQ  += dS K                warp tile kDqRows queries x kDqCols columns, reduced into the
 //                              workspace in fragment order (dq_layout.h); A: dS from dSᵀ with
 //                              ldmatrix.trans at bt_lane offsets, B: K through ldmatrix.trans
-// in that order: dK / dV before dQ (measured 1-5% faster than dQ first).
+// in that order: dK / dV before dQ (measured 1-5% faster than dQ first); at d <= 64 in the
+// order dV, dQ, dK (kDvDqDk, d = 64).
 // At d = 128 a warp issues 144 ldmatrix.x4 a step (64 + 48 + 32); the layout before this one
 // (each warp 16 keys against all 64 queries, Pᵀ and dSᵀ kept in registers for dK / dV) issued
 // 184, and shared-memory reads bounded it. docs/performance.md, "Backward".
@@ -71,7 +72,8 @@
 
 namespace fa::cuda::sm80 {
 
-template <int kHeadDim_, typename Tag_, bool kDropout_ = false, int kBlockM_ = kBwdBlockM>
+template <int kHeadDim_, typename Tag_, bool kDropout_ = false, int kBlockM_ = kBwdBlockM,
+          bool kCompact_ = false>
 struct BwdTraits {
   using Tag = Tag_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -82,7 +84,13 @@ struct BwdTraits {
   static constexpr int kWarps = 8;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlockM = kBlockM_;                 // queries per step (bwd_wide_m)
-  static constexpr int kBlockN = bwd_block_n(kHeadDim);   // keys per block: 128, 64 above d 128
+  // The compact configuration (bwd_compact, for devices with less shared memory a block): 64
+  // keys, one buffer of Q / dO / LSE / D.
+  static constexpr bool kCompact = kCompact_;
+  static_assert(!kCompact || kBlockM_ == kBwdBlockM, "the compact configuration takes 64 queries");
+  // keys per block: 128, 64 above d 128 or compact
+  static constexpr int kBlockN = kCompact ? kBwdCompactBlockN : bwd_block_n(kHeadDim);
+  static constexpr int kQBufs = kCompact ? 1 : 2;  // buffers of the step's Q, dO, LSE, D
   // Sᵀ / dPᵀ: 4 warps along the keys, 2 along the queries (kBlockN / 4 keys x kBlockM / 2
   // queries); Sᵀ and dPᵀ cost 2 kSKeys kSQueries / 32 fp32 registers a thread.
   static constexpr int kSWarpsN = 4, kSWarpsM = kWarps / kSWarpsN;
@@ -122,6 +130,12 @@ struct BwdTraits {
   // 80 -> 52 bytes) and it measured +1-2%; at d = 64 / 128 it spilled more (128 -> 200, 40 ->
   // 112 bytes) and measured 1-4% slower. Not with dropout (d = 256: 48 -> 64 bytes; unmeasured).
   static constexpr bool kLseD16 = kHeadDim > 128 && !kDropout;
+  // The step's products in the order dV, dQ (and its reductions), dK, so that the reductions
+  // drain behind dK's MMAs, instead of dK / dV as one loop and then dQ. Measured (H200, quick
+  // grid, same run): d = 64 +2-5%, d = 128 -1-2%, d = 256 -2-4% (d = 32 and dropout not
+  // measured, so not used there). Not with one Q / dO buffer (the next step's copies would
+  // then wait for dK's reads of Q).
+  static constexpr bool kDvDqDk = kHeadDim == 64 && !kDropout && kQBufs == 2;
   // With kLseD16, the float slot of query q's LSE among a step's 2 kBlockM values (D two floats
   // later): query 8 nt + 2t + e of a warp's kSQueries columns at 2 (t kSQueries / 4 + 2 nt) + e,
   // so a lane's four values of an n-tile are one aligned float4 (lanes of one t read the same).
@@ -140,7 +154,8 @@ struct BwdTraits {
   }
   static_assert(!kLseD16 || lse_slots_disjoint(), "LSE / D slots overlap");
   static constexpr int kSmemBytes =
-      2 * (2 * KvTile::kElems + 4 * QTile::kElems + 2 * STile::kElems) + 2 * 2 * kBlockM * 4;
+      2 * (2 * KvTile::kElems + 2 * kQBufs * QTile::kElems + 2 * STile::kElems) +
+      kQBufs * 2 * kBlockM * 4;
 };
 
 // The workspace as the kernels see it (layout: bwd_sm80.h, bwd_workspace_bytes): the fp32 dQ
@@ -453,13 +468,15 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   constexpr int kDqMt = T::kDqRows / 16, kDqNt = T::kDqCols / 8;  // dQ
   uint16_t* sK = smem;
   uint16_t* sV = sK + KvTile::kElems;
-  uint16_t* sQ = sV + KvTile::kElems;   // [2][QTile]
-  uint16_t* sdO = sQ + 2 * QTile::kElems;  // [2][QTile]
-  uint16_t* sP = sdO + 2 * QTile::kElems;
+  constexpr int kBufs = T::kQBufs;
+  uint16_t* sQ = sV + KvTile::kElems;          // [kBufs][QTile]
+  uint16_t* sdO = sQ + kBufs * QTile::kElems;  // [kBufs][QTile]
+  uint16_t* sP = sdO + kBufs * QTile::kElems;
   uint16_t* sdS = sP + STile::kElems;
-  // [2][kM] LSE · log2 e, then [2][kM] scale · D; with kLseD16 [2][2 kM] in lse_slot order.
+  // [kBufs][kM] LSE · log2 e, then [kBufs][kM] scale · D; with kLseD16 [kBufs][2 kM] in
+  // lse_slot order.
   float* sLse = reinterpret_cast<float*>(sdS + STile::kElems);
-  float* sD = sLse + 2 * kM;
+  float* sD = sLse + kBufs * kM;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
@@ -517,7 +534,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
       const int64_t row = ok ? m0 + tid : 0;
       const int64_t r = T::kStepBase ? ws_blk + head * ws.rows + row : hq * ws.rows + acc0 + row;
       const int lse_at = T::kLseD16 ? buf * 2 * kM + T::lse_slot(tid) : buf * kM + tid;
-      const int d_at = T::kLseD16 ? lse_at + 2 : 2 * kM + buf * kM + tid;
+      const int d_at = T::kLseD16 ? lse_at + 2 : kBufs * kM + buf * kM + tid;
       cp_async_4(smem_addr(sLse + lse_at), ws.lse2 + r, ok);
       cp_async_4(smem_addr(sLse + d_at), ws.dsum + r, ok);
     }
@@ -570,7 +587,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   // s + 1, counted rather than divided out of s (an integer division per step).
   int head = 0, mb = m_begin;
   for (int s = 0; s < steps; ++s) {
-    const int buf = s & 1;
+    const int buf = kBufs == 2 ? s & 1 : 0;
     const bool wrap = mb + 1 == m_end;
     const int nhead = wrap ? head + 1 : head, nmb = wrap ? m_begin : mb + 1;
     const int64_t hq = hk * group + head;
@@ -578,9 +595,10 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
     cp_async_wait<0>();
     // Step s landed for every thread, and every warp has finished step s - 1, so no one reads
-    // buffer buf ^ 1 (step s - 1's Q / dO, LSE, D), Pᵀ or dSᵀ any more.
+    // buffer buf ^ 1 (step s - 1's Q / dO, LSE, D), Pᵀ or dSᵀ any more. (Compact: step s + 1's
+    // copies start after the dK / dV product, below.)
     __syncthreads();
-    if (s + 1 < steps) load_step(nhead, nmb, buf ^ 1);
+    if (kBufs == 2 && s + 1 < steps) load_step(nhead, nmb, buf ^ 1);
     cp_async_commit();
     // The base addresses pass through an opaque move each step: loop-invariant, ptxas hoisted
     // every fragment address of the unrolled step out of the loop into registers of their own
@@ -727,38 +745,80 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
       }
     };
 
-    // dV += Pᵀ dO, dK += dSᵀ Q over the warp's (kKvKeys x kKvCols) tile.
+    // dV += Pᵀ dO and dK += dSᵀ Q over the warp's (kKvKeys x kKvCols) tile, in one loop
+    // (kDvDqDk false) or one product at a time (kv_gemm: acc += A B, A = Pᵀ / dSᵀ at a_base,
+    // B = dO / Q at b_base).
+    auto kv_gemm = [&](float(&acc)[kKvMt][kKvNt][4], uint32_t a_base, uint32_t b_base) {
 #pragma unroll
-    for (int kk = 0; kk < kM / 16; ++kk) {
-      uint32_t pa[kKvMt][4], da[kKvMt][4];
+      for (int kk = 0; kk < kM / 16; ++kk) {
+        uint32_t a[kKvMt][4];
 #pragma unroll
-      for (int mt = 0; mt < kKvMt; ++mt) {
-        ldmatrix_x4(pa[mt], aP + STile::frag_offset(s_a, kv_key0 + 16 * mt, kk * 16));
-        ldmatrix_x4(da[mt], adS + STile::frag_offset(s_a, kv_key0 + 16 * mt, kk * 16));
-      }
+        for (int mt = 0; mt < kKvMt; ++mt)
+          ldmatrix_x4(a[mt], a_base + STile::frag_offset(s_a, kv_key0 + 16 * mt, kk * 16));
 #pragma unroll
-      for (int ndp = 0; ndp < kKvNt / 2; ++ndp) {
-        uint32_t bo[4], bq[4];
-        ldmatrix_x4_trans(bo, adO + kk * 16 * kRowBytes + kv_cols.v[ndp]);
-        ldmatrix_x4_trans(bq, aQ + kk * 16 * kRowBytes + kv_cols.v[ndp]);
+        for (int ndp = 0; ndp < kKvNt / 2; ++ndp) {
+          uint32_t bf[4];
+          ldmatrix_x4_trans(bf, b_base + kk * 16 * kRowBytes + kv_cols.v[ndp]);
 #pragma unroll
-        for (int mt = 0; mt < kKvMt; ++mt) {
-          mma_m16n8k16<Tag>(dv[mt][2 * ndp], pa[mt], {bo[0], bo[1]});
-          mma_m16n8k16<Tag>(dv[mt][2 * ndp + 1], pa[mt], {bo[2], bo[3]});
-          mma_m16n8k16<Tag>(dk[mt][2 * ndp], da[mt], {bq[0], bq[1]});
-          mma_m16n8k16<Tag>(dk[mt][2 * ndp + 1], da[mt], {bq[2], bq[3]});
+          for (int mt = 0; mt < kKvMt; ++mt) {
+            mma_m16n8k16<Tag>(acc[mt][2 * ndp], a[mt], {bf[0], bf[1]});
+            mma_m16n8k16<Tag>(acc[mt][2 * ndp + 1], a[mt], {bf[2], bf[3]});
+          }
         }
       }
-    }
-    // Then dQ and its reductions: this order measured 1-5% faster than dQ first with the
-    // reductions spread over the dK / dV product (d = 64 / 128 / 256, 4bf5759), which ptxas
-    // hoisted to its start anyway to free dQ's registers.
-    dq_gemm();
-    reduce_dq();
-    if (deterministic) {
-      __threadfence();
-      __syncthreads();
-      if (tid == 0) add_release(sem, 1);
+    };
+    auto kv_gemm_both = [&] {
+#pragma unroll
+      for (int kk = 0; kk < kM / 16; ++kk) {
+        uint32_t pa[kKvMt][4], da[kKvMt][4];
+#pragma unroll
+        for (int mt = 0; mt < kKvMt; ++mt) {
+          ldmatrix_x4(pa[mt], aP + STile::frag_offset(s_a, kv_key0 + 16 * mt, kk * 16));
+          ldmatrix_x4(da[mt], adS + STile::frag_offset(s_a, kv_key0 + 16 * mt, kk * 16));
+        }
+#pragma unroll
+        for (int ndp = 0; ndp < kKvNt / 2; ++ndp) {
+          uint32_t bo[4], bq[4];
+          ldmatrix_x4_trans(bo, adO + kk * 16 * kRowBytes + kv_cols.v[ndp]);
+          ldmatrix_x4_trans(bq, aQ + kk * 16 * kRowBytes + kv_cols.v[ndp]);
+#pragma unroll
+          for (int mt = 0; mt < kKvMt; ++mt) {
+            mma_m16n8k16<Tag>(dv[mt][2 * ndp], pa[mt], {bo[0], bo[1]});
+            mma_m16n8k16<Tag>(dv[mt][2 * ndp + 1], pa[mt], {bo[2], bo[3]});
+            mma_m16n8k16<Tag>(dk[mt][2 * ndp], da[mt], {bq[0], bq[1]});
+            mma_m16n8k16<Tag>(dk[mt][2 * ndp + 1], da[mt], {bq[2], bq[3]});
+          }
+        }
+      }
+    };
+    // dQ, its reductions and (deterministic mode) this tile's turn handed on.
+    auto dq_step = [&] {
+      dq_gemm();
+      reduce_dq();
+      if (deterministic) {
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) add_release(sem, 1);
+      }
+    };
+    if constexpr (T::kDvDqDk) {
+      // dV, dQ and its reductions, dK: the reductions drain while dK's MMAs run.
+      kv_gemm(dv, aP, adO);
+      dq_step();
+      kv_gemm(dk, adS, aQ);
+    } else {
+      // dK / dV, then dQ: measured 1-5% faster than dQ first with the reductions spread over
+      // the dK / dV product (d = 64 / 128 / 256, 4bf5759), which ptxas hoisted to its start
+      // anyway to free dQ's registers.
+      kv_gemm_both();
+      if constexpr (kBufs == 1) {
+        // Every warp's dK / dV product has read this step's Q and dO (and its element-wise pass
+        // LSE and D): step s + 1's copies into the one buffer overlap the dQ product.
+        __syncthreads();
+        if (s + 1 < steps) load_step(nhead, nmb, 0);
+        cp_async_commit();
+      }
+      dq_step();
     }
     head = nhead;
     mb = nmb;

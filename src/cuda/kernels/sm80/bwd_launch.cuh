@@ -37,7 +37,7 @@ void launch_bwd_kernel(const Params& p, const BwdWorkspace& ws, cudaStream_t str
 // postprocess must know (the dQ accumulator's tile order follows the step). Not with dropout:
 // its Philox state on top of the wider step's Sᵀ / dPᵀ spilled 936 bytes at d = 64.
 inline bool bwd_wide(const Params& p, int kernel_d) {
-  return p.dropout_p == 0.f && bwd_wide_m(kernel_d, device_props(p.device.index).smem_optin);
+  return p.dropout_p == 0.f && bwd_wide_m(kernel_d, bwd_smem_optin(p));
 }
 
 // The main kernel with or without dropout (T: the 64-query traits; each explicitly instantiated
@@ -51,6 +51,13 @@ void launch_bwd_main(const Params& p, const BwdWorkspace& ws, cudaStream_t strea
       return;
     }
   }
+  if constexpr (T::kHeadDim > 64) {  // d <= 64 fits every sm80-family part
+    if (bwd_compact(T::kHeadDim, bwd_smem_optin(p))) {
+      launch_bwd_kernel<BwdTraits<T::kHeadDim, typename T::Tag, T::kDropout, kBwdBlockM, true>>(
+          p, ws, stream);
+      return;
+    }
+  }
   launch_bwd_kernel<T>(p, ws, stream);
 }
 
@@ -60,7 +67,9 @@ void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
   static_assert(T::kBlockM == kBwdBlockM && T::kBlockN == bwd_block_n(kHeadDim) &&
                     T::kSmemBytes == bwd_smem_bytes(kHeadDim) &&
                     BwdTraits<kHeadDim, Tag, false, kBwdWideBlockM>::kSmemBytes ==
-                        bwd_smem_bytes(kHeadDim, kBwdWideBlockM),
+                        bwd_smem_bytes(kHeadDim, kBwdWideBlockM) &&
+                    BwdTraits<kHeadDim, Tag, false, kBwdBlockM, true>::kSmemBytes ==
+                        bwd_compact_smem_bytes(kHeadDim),
                 "bwd_sm80.h's workspace and shared-memory figures follow the traits");
   const BwdLayout layout = bwd_layout(p, kHeadDim);
   BwdWorkspace ws;
