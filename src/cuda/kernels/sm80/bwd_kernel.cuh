@@ -825,28 +825,41 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   }
 
   cp_async_wait<0>();  // a tile no query sees ran no step: its K / V copies may be in flight
+  __syncthreads();     // every warp's last reads of K and V are done
 
-  // dK, dV of the warp's keys and columns (zero for keys no query sees).
+  // dK, dV of the warp's keys and columns (zero for keys no query sees), staged as 16-bit values
+  // in the K and V tiles, so that they leave in 16-byte row-contiguous stores: 4-byte stores
+  // straight from the fragments touch each row's sector 8 times over and took 2-3x FA2's
+  // epilogue stall samples (ncu, d = 64 / 256, 1k).
   const float dv_scale = T::kDropout ? drop.keep_scale : 1.f;
 #pragma unroll
   for (int mt = 0; mt < kKvMt; ++mt)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int64_t j = n0 + kv_key0 + 16 * mt + g + 8 * r;
-      if (j >= sq.len_k) continue;
-      uint16_t* dkp = p.dk.at<uint16_t>(b, sq.k_start + j, hk);
-      uint16_t* dvp = p.dv.at<uint16_t>(b, sq.k_start + j, hk);
+      const int row = kv_key0 + 16 * mt + g + 8 * r;
 #pragma unroll
       for (int nd = 0; nd < kKvNt; ++nd) {
-        const int c = kv_col0 + 8 * nd + 2 * t;
-        if (c < d) {
-          *reinterpret_cast<uint32_t*>(dkp + c) =
-              pack2<Tag>(dk[mt][nd][2 * r], dk[mt][nd][2 * r + 1]);
-          *reinterpret_cast<uint32_t*>(dvp + c) = pack2<Tag>(dv[mt][nd][2 * r] * dv_scale,
-                                                             dv[mt][nd][2 * r + 1] * dv_scale);
-        }
+        const int off = KvTile::offset(row, kv_col0 + 8 * nd + 2 * t);
+        *reinterpret_cast<uint32_t*>(sK + off) = pack2<Tag>(dk[mt][nd][2 * r], dk[mt][nd][2 * r + 1]);
+        *reinterpret_cast<uint32_t*>(sV + off) =
+            pack2<Tag>(dv[mt][nd][2 * r] * dv_scale, dv[mt][nd][2 * r + 1] * dv_scale);
       }
     }
+  __syncthreads();
+  constexpr int kChunksPerRow = kD / 8;  // 16-byte chunks
+  const int chunks_used = d / 8;         // head_dim may be below the instantiation's
+#pragma unroll
+  for (int c = tid; c < kN * kChunksPerRow; c += T::kThreads) {
+    const int row = c / kChunksPerRow, chunk = c % kChunksPerRow;
+    const int64_t j = n0 + row;
+    if (j < sq.len_k && chunk < chunks_used) {
+      const int off = KvTile::offset(row, chunk * 8);
+      *reinterpret_cast<uint4*>(p.dk.at<uint16_t>(b, sq.k_start + j, hk) + chunk * 8) =
+          *reinterpret_cast<const uint4*>(sK + off);
+      *reinterpret_cast<uint4*>(p.dv.at<uint16_t>(b, sq.k_start + j, hk) + chunk * 8) =
+          *reinterpret_cast<const uint4*>(sV + off);
+    }
+  }
 }
 
 // Grid (key tiles, kv heads, batch); block x = key tile x, counted from the last key tile in
