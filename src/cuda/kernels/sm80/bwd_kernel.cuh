@@ -132,7 +132,7 @@ struct BwdTraits {
   static constexpr bool kLseD16 = kHeadDim > 128 && !kDropout;
   // The step's products in the order dV, dQ (and its reductions), dK, so that the reductions
   // drain behind dK's MMAs, instead of dK / dV as one loop and then dQ. Measured (H200, quick
-  // grid, same run): d = 64 +2-5%, d = 128 -1-2%, d = 256 -2-4% (d = 32 and dropout not
+  // grid, same run): d = 64 +2-5%, d = 128 -0.5-2%, d = 256 -2-4% (d = 32 and dropout not
   // measured, so not used there). Not with one Q / dO buffer (the next step's copies would
   // then wait for dK's reads of Q).
   static constexpr bool kDvDqDk = kHeadDim == 64 && !kDropout && kQBufs == 2;
