@@ -2,6 +2,7 @@
 # Profiles our sm80 forward and PyTorch's FlashAttention-2 forward on the same shape with Nsight
 # Compute (GPU machine), writing the detail pages and per-instruction source counters to OUTDIR.
 # With --op bwd the main backward kernels instead (ours: bwd_kernel; FA2: its dq_dk_dv kernel).
+# Ends with bench/ncu_phases.py on both SASS pages (also in OUTDIR/phases.txt).
 #   [FA_LIB=build-gpu/libflashattn.so] bench/ncu_compare.sh OUTDIR [--d 128] [--s 4096] [--causal]
 #     [--op bwd]
 set -uo pipefail
@@ -28,3 +29,5 @@ for n in ours fa2; do
   echo "== $n"
   grep -E "Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Ipc A|Warp Cycles Per Issued|No Eligible|Executed Instructions  |Theoretical Occupancy|Local Memory Spill" "$out/$n-details.txt" | head -14
 done
+# Where each kernel's warps wait: before its main loop, per barrier segment of the loop, after it.
+python3 "$(dirname "$0")/ncu_phases.py" "$out/ours-sass.csv" "$out/fa2-sass.csv" | tee "$out/phases.txt"
