@@ -106,9 +106,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   // Q and the first K tile form the first group; the first V tile joins them except in the
   // split pipeline (loaded inside its loop). The overlapped pipeline also starts tile 2.
   // A block without key tiles (every row masked) loads nothing: its epilogue writes O = 0 and
-  // LSE = -inf through the Q tile, which no copy may still be landing in.
+  // LSE = -inf through the Q tile, which no copy may still be landing in. With T::kQAlways the
+  // block copies Q in any case and such a block waits for it at a barrier before the epilogue.
+  if constexpr (T::kQAlways) load_tile<QTile, T::kThreads>(sQ, q, p.q.stride_s, rows, d, tid);
   if (n_begin < n_end) {
-    load_tile<QTile, T::kThreads>(sQ, q, p.q.stride_s, rows, d, tid);
+    if constexpr (!T::kQAlways) load_tile<QTile, T::kThreads>(sQ, q, p.q.stride_s, rows, d, tid);
     load_k(n_begin, 0);
     if constexpr (T::kPipeline != Pipeline::kSplit) load_v(n_begin, 0);
   }
@@ -241,7 +243,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   cp_async_wait<0>();
   // Q is copied by every thread of the block, not by each warp for its own rows, and the wait
   // above covers only this thread's copies: a barrier of the loop ordered all of them before
-  // the staging below (a block without key tiles copied no Q).
+  // the staging below (a block without key tiles copied no Q, or with T::kQAlways waits here;
+  // n_begin and n_end depend only on the block, so the barrier is uniform).
+  if constexpr (T::kQAlways)
+    if (n_begin == n_end) __syncthreads();
   // The staging below overwrites Q rows that other lanes of this warp read with ldmatrix in the
   // last Q·Kᵀ; order those reads before the writes explicitly (racecheck reports the warp-
   // synchronous assumption otherwise).

@@ -123,6 +123,15 @@ struct FwdTraits {
                                  : kPipeline == Pipeline::kSplit  ? 1
                                                                   : 2;
 
+  // Q copied by every block, and a barrier before the epilogue of a block without key tiles
+  // (859fe60's form is the reverse: Q copied only with key tiles, no barrier). 859fe60 measured
+  // d = 128 +2-6% but changed the d = 256 kernel's allocation (its SASS; f762ca1 quick grid
+  // 0.91 / 1.02 / 1.00 of FA2 at 1k / 4k / 16k against 288fb00's 0.83 / 0.91 / 0.92): the wide
+  // dims keep the form before it: their kernels' SASS (d = 160 / 192 / 224 / 256, sm_90a) is
+  // then f762ca1's instruction for instruction. Not for dropout (those kernels came later;
+  // their form is the tested one).
+  static constexpr bool kQAlways = kWide && !kDropout;
+
   using QTile = SwizzledTile<kBlockM, kHeadDim>;
   using KvTile = SwizzledTile<kBlockN, kHeadDim>;
   static constexpr int kSmemElems = QTile::kElems + 2 * kStages * KvTile::kElems;
