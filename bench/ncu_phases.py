@@ -14,6 +14,7 @@ the prologue and epilogue once a block). Each loop segment ends with a BAR instr
 import argparse
 import collections
 import csv
+import signal
 import sys
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
@@ -67,7 +68,9 @@ def summary(instrs, top):
         stalls.update(by_reason)
         mix[op] += executed
     total = sum(s for _, _, s, _ in instrs)
-    reasons = " ".join(f"{k} {v / total:.0%}" for k, v in stalls.most_common(top) if v > 0) if total else "-"
+    reasons = "-"
+    if total:
+        reasons = " ".join(f"{k} {v / total:.0%}" for k, v in stalls.most_common(top) if v > 0)
     ops = " ".join(f"{k} {count(v)}" for k, v in mix.most_common(top) if v > 0)
     return total, reasons, ops
 
@@ -114,4 +117,5 @@ def main():
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under `| head`
     sys.exit(main())

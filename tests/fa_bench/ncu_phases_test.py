@@ -7,7 +7,8 @@ import subprocess
 import sys
 import tempfile
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "ncu_phases.py")
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench",
+                      "ncu_phases.py")
 HEADER = ["Address", "Source", "Warp Stall Sampling (All Samples)",
           "Warp Stall Sampling (Not-issued Samples)", "Instructions Executed", "stall_barrier",
           "stall_long_sb", "stall_wait", "stall_barrier (Not Issued)"]
@@ -62,7 +63,8 @@ def main():
                 phase[words[0]] = line
             elif words[:2] == ["loop", "segment"]:
                 phase[words[2]] = line
-        check("10 (10.0%)" in phase.get("before", ""), "prologue: the two instructions before the loop, 10 samples")
+        check("10 (10.0%)" in phase.get("before", ""),
+              "prologue: the two instructions before the loop, 10 samples")
         check("long_sb 60%" in phase.get("before", ""), "prologue's stall shares")
         check(" 50 (50.0%)" in phase.get("1", "") and "barrier 40%" in phase.get("1", ""),
               "segment 1: HMMA + BAR, 50 samples, 20 of them barrier")
@@ -77,9 +79,11 @@ def main():
         with open(bad, "w") as f:
             f.write("Duration ms 1.0\n")
         r = run(bad)
-        check(r.returncode != 0 and "details.txt" in (r.stderr + r.stdout), "a page without the table is refused by name")
+        check(r.returncode != 0 and "details.txt" in (r.stderr + r.stdout),
+              "a page without the table is refused by name")
         r = run(page, "--loop-fraction", "0")
-        check(r.returncode != 0 and "--loop-fraction" in r.stderr, "a bad --loop-fraction is refused by name")
+        check(r.returncode != 0 and "--loop-fraction" in r.stderr,
+              "a bad --loop-fraction is refused by name")
     if failures:
         print("FAILED:\n  " + "\n  ".join(failures))
         print(out)

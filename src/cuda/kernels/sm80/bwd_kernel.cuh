@@ -28,8 +28,8 @@
 //   dQ  += dS K                warp tile kDqRows queries x kDqCols columns, reduced into the
 //                              workspace in fragment order (dq_layout.h); A: dS from dSᵀ with
 //                              ldmatrix.trans at bt_lane offsets, B: K through ldmatrix.trans
-// in that order: dK / dV before dQ (measured 1-5% faster than dQ first); at d <= 64 in the
-// order dV, dQ, dK (kDvDqDk, d = 64).
+// in that order: dK / dV before dQ (measured 1-5% faster than dQ first); at d = 64 in the order
+// dV, dQ, dK (kDvDqDk).
 // At d = 128 a warp issues 144 ldmatrix.x4 a step (64 + 48 + 32); the layout before this one
 // (each warp 16 keys against all 64 queries, Pᵀ and dSᵀ kept in registers for dK / dV) issued
 // 184, and shared-memory reads bounded it. docs/performance.md, "Backward".
@@ -840,7 +840,8 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
 #pragma unroll
       for (int nd = 0; nd < kKvNt; ++nd) {
         const int off = KvTile::offset(row, kv_col0 + 8 * nd + 2 * t);
-        *reinterpret_cast<uint32_t*>(sK + off) = pack2<Tag>(dk[mt][nd][2 * r], dk[mt][nd][2 * r + 1]);
+        *reinterpret_cast<uint32_t*>(sK + off) =
+            pack2<Tag>(dk[mt][nd][2 * r], dk[mt][nd][2 * r + 1]);
         *reinterpret_cast<uint32_t*>(sV + off) =
             pack2<Tag>(dv[mt][nd][2 * r] * dv_scale, dv[mt][nd][2 * r + 1] * dv_scale);
       }
