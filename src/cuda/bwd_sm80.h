@@ -47,13 +47,15 @@ inline BwdLayout bwd_layout(const Params& p, int kernel_d) {
 constexpr int bwd_block_n(int kernel_d) { return kernel_d > 128 ? 64 : 128; }
 
 // Dynamic shared memory of the main kernel (BwdTraits::kSmemBytes; the launch asserts they
-// agree): K and V tiles of bwd_block_n keys, two buffers each of the Q and dO tiles (block_m
-// rows), all in 64-column blocks; the Pᵀ and dSᵀ tiles (bwd_block_n x block_m); two buffers of
-// LSE and D.
-constexpr int bwd_smem_bytes(int kernel_d, int block_m = kBwdBlockM) {
-  return 2 * ((2 * bwd_block_n(kernel_d) + 4 * block_m) * ((kernel_d + 63) / 64 * 64) +
-              2 * bwd_block_n(kernel_d) * ((block_m + 63) / 64 * 64)) +
-         2 * 2 * block_m * 4;
+// agree): K and V tiles of block_n keys, q_bufs buffers each of the Q and dO tiles (block_m
+// rows), all in 64-column blocks; the Pᵀ and dSᵀ tiles (block_n x block_m); q_bufs buffers of
+// LSE and D. The defaults are the default configuration's.
+constexpr int bwd_smem_bytes(int kernel_d, int block_m = kBwdBlockM, int block_n = 0,
+                             int q_bufs = 2) {
+  const int n = block_n > 0 ? block_n : bwd_block_n(kernel_d);
+  return 2 * ((2 * n + 2 * q_bufs * block_m) * ((kernel_d + 63) / 64 * 64) +
+              2 * n * ((block_m + 63) / 64 * 64)) +
+         q_bufs * 2 * block_m * 4;
 }
 // Whether the main kernel runs 128 queries a step: at d <= 64 (FA2's choice there: the step's
 // fixed work, two barriers, the LSE / D loads and the element-wise pass's set-up, over twice the
@@ -68,9 +70,7 @@ constexpr bool bwd_wide_m(int kernel_d, int smem_optin) {
 // 80.5 KB at d = 96 / 128 (sm86 / sm89 allow 99 KB), 144.5 KB at d = 224 / 256 (A100 163 KB).
 constexpr int kBwdCompactBlockN = 64;
 constexpr int bwd_compact_smem_bytes(int kernel_d) {
-  return 2 * ((2 * kBwdCompactBlockN + 2 * kBwdBlockM) * ((kernel_d + 63) / 64 * 64) +
-              2 * kBwdCompactBlockN * kBwdBlockM) +
-         2 * kBwdBlockM * 4;
+  return bwd_smem_bytes(kernel_d, kBwdBlockM, kBwdCompactBlockN, 1);
 }
 constexpr bool bwd_compact(int kernel_d, int smem_optin) {
   return bwd_smem_bytes(kernel_d) > smem_optin && bwd_compact_smem_bytes(kernel_d) <= smem_optin;

@@ -3,5 +3,5 @@
 
 namespace fa::cuda::sm80 {
 template void launch_bwd_main<BwdTraits<224, Fp16Tag, true>>(const Params&, const BwdWorkspace&,
-                                                           cudaStream_t);
+                                                           int, cudaStream_t);
 }  // namespace fa::cuda::sm80

@@ -36,23 +36,26 @@ void launch_bwd_kernel(const Params& p, const BwdWorkspace& ws, cudaStream_t str
 // Whether this call's main kernel takes 128 queries a step (bwd_wide_m), which run_bwd's
 // postprocess must know (the dQ accumulator's tile order follows the step). Not with dropout:
 // its Philox state on top of the wider step's Sᵀ / dPᵀ spilled 936 bytes at d = 64.
-inline bool bwd_wide(const Params& p, int kernel_d) {
-  return p.dropout_p == 0.f && bwd_wide_m(kernel_d, bwd_smem_optin(p));
+// smem_optin: bwd_smem_optin(p), read once a call.
+inline bool bwd_wide(const Params& p, int kernel_d, int smem_optin) {
+  return p.dropout_p == 0.f && bwd_wide_m(kernel_d, smem_optin);
 }
 
 // The main kernel with or without dropout (T: the 64-query traits; each explicitly instantiated
-// in its own file), in its 128-query form where bwd_wide says so.
+// in its own file), in its 128-query form where bwd_wide says so, in its compact one where
+// bwd_compact does.
 template <class T>
-void launch_bwd_main(const Params& p, const BwdWorkspace& ws, cudaStream_t stream) {
+void launch_bwd_main(const Params& p, const BwdWorkspace& ws, int smem_optin,
+                     cudaStream_t stream) {
   if constexpr (T::kHeadDim <= 64 && !T::kDropout) {
-    if (bwd_wide(p, T::kHeadDim)) {
+    if (bwd_wide(p, T::kHeadDim, smem_optin)) {
       launch_bwd_kernel<BwdTraits<T::kHeadDim, typename T::Tag, T::kDropout, kBwdWideBlockM>>(
           p, ws, stream);
       return;
     }
   }
   if constexpr (T::kHeadDim > 64) {  // d <= 64 fits every sm80-family part
-    if (bwd_compact(T::kHeadDim, bwd_smem_optin(p))) {
+    if (bwd_compact(T::kHeadDim, smem_optin)) {
       launch_bwd_kernel<BwdTraits<T::kHeadDim, typename T::Tag, T::kDropout, kBwdBlockM, true>>(
           p, ws, stream);
       return;
@@ -71,6 +74,7 @@ void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
                     BwdTraits<kHeadDim, Tag, false, kBwdBlockM, true>::kSmemBytes ==
                         bwd_compact_smem_bytes(kHeadDim),
                 "bwd_sm80.h's workspace and shared-memory figures follow the traits");
+  const int smem_optin = bwd_smem_optin(p);
   const BwdLayout layout = bwd_layout(p, kHeadDim);
   BwdWorkspace ws;
   ws.rows = int64_t(bwd_rows(p));
@@ -98,14 +102,14 @@ void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
       <<<rows_grid(kPreRows<kHeadDim>), 32 * kRowWarps, 0, stream>>>(p, ws);
   check(cudaGetLastError(), "preprocess launch");
   if (p.dropout_p > 0.f)
-    launch_bwd_main<BwdTraits<kHeadDim, Tag, true>>(p, ws, stream);
+    launch_bwd_main<BwdTraits<kHeadDim, Tag, true>>(p, ws, smem_optin, stream);
   else
-    launch_bwd_main<T>(p, ws, stream);
+    launch_bwd_main<T>(p, ws, smem_optin, stream);
   // The postprocess reads the accumulator in the main kernel's tile order (its kBlockM); the
   // 128-query form exists only at d <= 64.
   bool wide = false;
   if constexpr (kHeadDim <= 64) {
-    wide = bwd_wide(p, kHeadDim);
+    wide = bwd_wide(p, kHeadDim, smem_optin);
     if (wide)
       bwd_postprocess<BwdTraits<kHeadDim, Tag, false, kBwdWideBlockM>>
           <<<rows_grid(kPostRows<kHeadDim>), 32 * kRowWarps, 0, stream>>>(p, ws);
