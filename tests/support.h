@@ -71,6 +71,14 @@ struct Case {
 // GoogleTest prints a parameter with this (test listings show the case name, not its bytes).
 inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name(); }
 
+// Test names of a grid of cases (INSTANTIATE_TEST_SUITE_P's last argument): index and case name.
+struct CaseTestName {
+  template <class ParamInfo>
+  std::string operator()(const ParamInfo& info) const {
+    return std::to_string(info.index) + "_" + info.param.name();
+  }
+};
+
 // Tensors of one attention call, filled with fresh random values; outputs poisoned.
 struct Problem {
   Case c;

@@ -87,10 +87,7 @@ TEST_P(FlashCpu, ForwardAndBackwardMatchReference) {
   expect_rule("dv", got.dv, ref.dv, naive.dv, 3, 1e-4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Grid, FlashCpu, ::testing::ValuesIn(grid()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return std::to_string(info.index) + "_" + info.param.name();
-                         });
+INSTANTIATE_TEST_SUITE_P(Grid, FlashCpu, ::testing::ValuesIn(grid()), CaseTestName());
 
 // ---- properties beyond the grid ------------------------------------------------------------
 

@@ -143,18 +143,25 @@ TEST(GpuBackward, UnsupportedFailsCleanlyFromAnyThread) {
 #endif
 }
 
+#ifdef FA_TEST_CUDA
+// A short single-sequence case (40 queries, 56 keys) for the refusal tests.
+Case short_case(fa_dtype dtype, int head_dim) {
+  Case c;
+  c.dtype = dtype;
+  c.head_dim = head_dim;
+  c.seqlen_q = 40;
+  c.seqlen_k = 56;
+  return c;
+}
+#endif
+
 // A workspace that is not 16-byte aligned (the kernels read and reduce into it 16 bytes at a
 // time) is refused before anything runs, naming the argument; the gradients keep their poison.
 TEST(GpuBackward, MisalignedWorkspaceFailsCleanly) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
 #ifdef FA_TEST_CUDA
-  Case c;
-  c.dtype = FA_DTYPE_BF16;
-  c.head_dim = 64;
-  c.seqlen_q = 40;
-  c.seqlen_k = 56;
-  Problem pr(c);
+  Problem pr(short_case(FA_DTYPE_BF16, 64));
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
   if (backward_unavailable(dev.p, &why)) GTEST_SKIP() << why;
   run_pass(dev.p, false);  // out and lse for the backward
@@ -175,10 +182,7 @@ TEST(GpuBackward, MisalignedWorkspaceFailsCleanly) {
 #endif
 }
 
-INSTANTIATE_TEST_SUITE_P(Grid, Gpu, ::testing::ValuesIn(gpu_grid()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return std::to_string(info.index) + "_" + info.param.name();
-                         });
+INSTANTIATE_TEST_SUITE_P(Grid, Gpu, ::testing::ValuesIn(gpu_grid()), CaseTestName());
 
 // The backward on the forward's grid: our GPU forward, then our GPU backward reading its out
 // and lse, gradients against the fp64 reference by the 3x + 1e-4 rule (issue 4). Gradients
@@ -201,10 +205,7 @@ TEST_P(GpuBwd, GradientsMatchReference) {
 #endif
 }
 
-INSTANTIATE_TEST_SUITE_P(Grid, GpuBwd, ::testing::ValuesIn(gpu_grid()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return std::to_string(info.index) + "_" + info.param.name();
-                         });
+INSTANTIATE_TEST_SUITE_P(Grid, GpuBwd, ::testing::ValuesIn(gpu_grid()), CaseTestName());
 
 // The configurations of parts with less shared memory a block than this GPU, run here by capping
 // what the backward's choices see (FA_SM80_BWD_SMEM_LIMIT, read on every call): sm86 / sm89 (99
@@ -247,9 +248,7 @@ TEST_P(GpuBwdSmallSmem, GradientsMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, GpuBwdSmallSmem, ::testing::ValuesIn(small_smem_grid()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return std::to_string(info.index) + "_" + info.param.name();
-                         });
+                         CaseTestName());
 
 // What no configuration covers is refused with both figures: d 160 / 192 under the sm86 / sm89
 // cap (112.5 KB compact); a malformed cap is refused too.
@@ -257,12 +256,7 @@ TEST(GpuBackward, SmallSmemRefusalsNameTheFigures) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
 #ifdef FA_TEST_CUDA
-  Case c;
-  c.dtype = FA_DTYPE_FP16;
-  c.head_dim = 192;
-  c.seqlen_q = 40;
-  c.seqlen_k = 56;
-  Problem pr(c);
+  Problem pr(short_case(FA_DTYPE_FP16, 192));
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
   size_t bytes = 0;
   if (backward_unavailable(dev.p, &why)) GTEST_SKIP() << why;

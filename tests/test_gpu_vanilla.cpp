@@ -68,9 +68,7 @@ TEST_P(VanillaGpu, ForwardAndBackwardMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, VanillaGpu, ::testing::ValuesIn(vanilla_grid()),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return std::to_string(info.index) + "_" + info.param.name();
-                         });
+                         CaseTestName());
 
 // The workspace query is the memory cost of standard attention: at least one fp32 score matrix
 // per (batch, head) forward and two backward; a smaller workspace is refused before any write.
