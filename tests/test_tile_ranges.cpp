@@ -8,7 +8,9 @@
 //   KeyTileQueries: the backward's query tiles of a key tile are exactly those with a row that
 //               sees one of its keys, and a query tile's key tiles form one run (what the
 //               deterministic mode's count of later key tiles assumes of the blocks' order);
-//               higher key tiles reach a query tile first (why that order is the fast one).
+//               higher key tiles reach a query tile first (why that order is the fast one);
+//   KeyTileUnmasked: the backward's steps without a mask are exactly those whose every (row, key)
+//               pair is visible and whose keys are all below len_k.
 // Rows past len_q (a block's padding) belong to the warp's range, as in the kernel.
 #include <gtest/gtest.h>
 
@@ -114,6 +116,35 @@ TEST(TileRanges, StepWindowIsExactlyVisibility) {
             }
         }
     }
+}
+
+TEST(TileRanges, KeyTileUnmaskedIsExactlyTheStepsWithoutAMaskedElement) {
+  std::vector<Shape> all = shapes();
+  all.push_back({3, 900, -1, 0});
+  all.push_back({900, 3, 2, -1});
+  all.push_back({300, 1000, 500, 7});
+  all.push_back({1000, 300, 7, 500});
+  all.push_back({512, 768, -1, 0});     // whole tiles: unmasked steps off the diagonal
+  all.push_back({768, 512, 100, 40});
+  all.push_back({640, 640, -1, -1});
+  for (const Shape& s : all)
+    for (int block_n : {64, 128})
+      for (int block_m : {64, 128}) {
+        const Visibility vis{s.len_k - s.len_q, s.window_left, s.window_right};
+        for (int64_t n0 = 0; n0 < s.len_k; n0 += block_n) {
+          const KeyTileUnmasked u(vis, s.len_q, s.len_k, int(n0 / block_n), block_n, block_m);
+          ASSERT_LE(u.begin, u.end);
+          for (int64_t m0 = 0; m0 < s.len_q; m0 += block_m) {
+            bool all_visible = n0 + block_n <= s.len_k;
+            for (int64_t i = m0; all_visible && i < m0 + block_m && i < s.len_q; ++i)
+              for (int64_t j = n0; all_visible && j < n0 + block_n; ++j)
+                all_visible = vis.visible(i, j);
+            const int64_t mb = m0 / block_m;
+            ASSERT_EQ(mb >= u.begin && mb < u.end, all_visible)
+                << describe(s, block_m, block_n, m0, n0 / block_n);
+          }
+        }
+      }
 }
 
 TEST(TileRanges, KeyTileQueriesAreExactlyTheTilesThatSeeTheKeys) {
