@@ -49,13 +49,13 @@ constexpr int bwd_block_n(int kernel_d) { return kernel_d > 128 ? 64 : 128; }
 // Dynamic shared memory of the main kernel (BwdTraits::kSmemBytes; the launch asserts they
 // agree): K and V tiles of block_n keys, q_bufs buffers each of the Q and dO tiles (block_m
 // rows), all in 64-column blocks; the Pᵀ and dSᵀ tiles (block_n x block_m); q_bufs buffers of
-// LSE and D. The defaults are the default configuration's.
+// LSE and D; a TMA barrier per buffer (8 bytes). The defaults are the default configuration's.
 constexpr int bwd_smem_bytes(int kernel_d, int block_m = kBwdBlockM, int block_n = 0,
                              int q_bufs = 2) {
   const int n = block_n > 0 ? block_n : bwd_block_n(kernel_d);
   return 2 * ((2 * n + 2 * q_bufs * block_m) * ((kernel_d + 63) / 64 * 64) +
               2 * n * ((block_m + 63) / 64 * 64)) +
-         q_bufs * 2 * block_m * 4;
+         q_bufs * 2 * block_m * 4 + q_bufs * 8;
 }
 // Whether the main kernel runs 128 queries a step: at d <= 64 (FA2's choice there: the step's
 // fixed work, two barriers, the LSE / D loads and the element-wise pass's set-up, over twice the

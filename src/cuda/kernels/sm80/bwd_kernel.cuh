@@ -12,7 +12,7 @@
 //                    sees these keys; P is recomputed from Q, K and the saved LSE; dQ is
 //                    accumulated in fp32 in the workspace with atomics (8-byte vector atomics on
 //                    sm90); the next step's Q, dO, LSE and D stream in through cp.async during a
-//                    step (two buffers);
+//                    step (two buffers), Q and dO by TMA on sm90 above d = 64 (kTmaQdo);
 //   bwd_postprocess  dQ fp32 -> the input type, into the caller's dq.
 //
 // A step (kBlockM queries, 64 or at d <= 64 128 (bwd_wide_m), against the block's kBlockN keys:
@@ -65,9 +65,11 @@
 #include "cuda/arch/cp_async.cuh"
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
+#include "cuda/arch/tma.cuh"
 #include "cuda/kernels/sm80/dq_layout.h"
 #include "cuda/kernels/sm80/fwd_tile.cuh"  // load_tile(_full), a_lane, bt_lane, exp2_fast, kLog2e
 #include "cuda/kernels/sm80/tile_ranges.h"
+#include "cuda/tensor_map.h"
 #include "cuda/tile/swizzle.h"
 
 namespace fa::cuda::sm80 {
@@ -136,6 +138,12 @@ struct BwdTraits {
   // measured, so not used there). Not with one Q / dO buffer (the next step's copies would
   // then wait for dK's reads of Q).
   static constexpr bool kDvDqDk = kHeadDim == 64 && !kDropout && kQBufs == 2;
+  // sm90: the step's Q and dO tiles by TMA where the host made their maps (bwd_block). Measured
+  // (H200, quick grid, same run): d = 128 +3-5%, d = 256 +4-7%, d = 64 (128-query steps) -1 to
+  // -3% (ptxas then spilled it 116 -> 204 bytes), so above d = 64 only (d = 96 / 160 / 192 / 224
+  // tested, not benchmarked). Not in the compact configuration, which only parts without TMA
+  // choose (and the tests under a shared-memory cap).
+  static constexpr bool kTmaQdo = kHeadDim > 64 && !kCompact;
   // With kLseD16, the float slot of query q's LSE among a step's 2 kBlockM values (D two floats
   // later): query 8 nt + 2t + e of a warp's kSQueries columns at 2 (t kSQueries / 4 + 2 nt) + e,
   // so a lane's four values of an n-tile are one aligned float4 (lanes of one t read the same).
@@ -155,7 +163,7 @@ struct BwdTraits {
   static_assert(!kLseD16 || lse_slots_disjoint(), "LSE / D slots overlap");
   static constexpr int kSmemBytes =
       2 * (2 * KvTile::kElems + 2 * kQBufs * QTile::kElems + 2 * STile::kElems) +
-      kQBufs * 2 * kBlockM * 4;
+      kQBufs * 2 * kBlockM * 4 + kQBufs * 8;  // + the buffers' TMA barriers
 };
 
 // The workspace as the kernels see it (layout: bwd_sm80.h, bwd_workspace_bytes): the fp32 dQ
@@ -171,6 +179,7 @@ struct BwdWorkspace {
   float* lse2;  // the saved LSE · log2 e: P = exp2(s · scale · log2 e - lse2), one FFMA
   int64_t rows;  // rows of one head: total_q + batch * kBwdSpareRows
   int m_blocks;  // 64-row query tiles of the longest sequence (128-row steps index fewer)
+  int tma;       // sm90: Q and dO arrive by TMA through the kernel's QdoMaps (else cp.async)
 };
 
 template <typename Tag>
@@ -456,8 +465,8 @@ __device__ __forceinline__ void bwd_pointwise(float (&st)[T::kSKeys / 16][T::kSQ
 // the group, query tile) pairs; the Q, dO, LSE and D of step s + 1 stream into the other buffer
 // while step s computes.
 template <class T>
-__device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& ws, int nb,
-                                          uint16_t* smem) {
+__device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& ws,
+                                          const QdoMaps& maps, int nb, uint16_t* smem) {
   using Tag = typename T::Tag;
   using KvTile = typename T::KvTile;
   using QTile = typename T::QTile;
@@ -477,6 +486,8 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   // lse_slot order.
   float* sLse = reinterpret_cast<float*>(sdS + STile::kElems);
   float* sD = sLse + kBufs * kM;
+  // [kBufs] the barriers the TMA copies of each buffer's Q and dO complete on (sm90).
+  const uint32_t bar0 = smem_addr(sLse + 2 * kBufs * kM);
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
@@ -499,6 +510,26 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   DropoutStream drop{};
   if constexpr (T::kDropout) drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
   const bool deterministic = p.deterministic;
+  // sm90: a step's Q and dO tiles arrive by TMA (two bulk copies per 64-column block, issued by
+  // one thread) instead of every thread's cp.async chunks and their addresses (~100 instructions
+  // a warp-step at d = 256). A packed batch's partial query tile would read the next sequence's
+  // rows, which must arrive as zeros: those steps keep the cp.async copies. phase: each buffer's
+  // barrier parity, flipped at each wait.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const bool tma = T::kTmaQdo && ws.tma != 0;
+#else
+  constexpr bool tma = false;
+#endif
+  const int tma_tiles = !tma ? 0 : p.varlen() ? int(sq.len_q / kM) : 1 << 30;  // mb below: TMA
+  auto tma_step = [&](int mb) { return T::kTmaQdo && mb < tma_tiles; };
+  uint32_t phase = 0;
+  if (tma) {
+    if (tid == 0) {
+      for (int i = 0; i < kBufs; ++i) mbar_init(bar0 + 8 * i, 1);
+      mbar_init_fence();
+    }
+    __syncthreads();  // the barriers initialised before any thread waits on them
+  }
 
   // Q, dO, LSE and D of the step (query head head of the group, query tile mb) into buffer buf.
   // Rows past the sequence arrive as zeros: their P is exp(0 - 0) = 1, but with dO = 0, Q = 0
@@ -512,25 +543,42 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     const int64_t m0 = int64_t(mb) * kM;
     const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
     const int64_t hq = hk * group + head;
-    const uint16_t* q = T::kStepBase ? q_blk + head * p.q.stride_h + m0 * p.q.stride_s
-                                     : p.q.at<const uint16_t>(b, sq.q_start + m0, hq);
-    const uint16_t* dout = T::kStepBase
-                               ? do_blk + head * p.dout.stride_h + m0 * p.dout.stride_s
-                               : p.dout.at<const uint16_t>(b, sq.q_start + m0, hq);
-    auto load_partial = [&] {
-      load_tile<QTile, T::kThreads>(sQ + buf * QTile::kElems, q, p.q.stride_s, rows, d, tid);
-      load_tile<QTile, T::kThreads>(sdO + buf * QTile::kElems, dout, p.dout.stride_s, rows, d,
-                                    tid);
-    };
-    if constexpr (TileCopy<QTile, T::kThreads>::kEven) {
-      if (rows == kM && d == kD) {
-        load_tile_full<QTile, T::kThreads>(sQ + buf * QTile::kElems, q, p.q.stride_s, tid);
-        load_tile_full<QTile, T::kThreads>(sdO + buf * QTile::kElems, dout, p.dout.stride_s, tid);
+    if (tma_step(mb)) {
+      if (tid == 0) {
+        const uint32_t bar = bar0 + 8 * buf;
+        const int row = int(p.varlen() ? sq.q_start + m0 : m0), bc = p.varlen() ? 0 : int(b);
+        mbar_arrive_expect_tx(bar, 2 * 2 * QTile::kElems);  // the Q and dO tiles, whole boxes
+#pragma unroll
+        for (int blk = 0; blk < QTile::kBlocks; ++blk) {
+          const int off = blk * kM * 64;  // a 64-column block: kM rows of 128 bytes
+          tma_load_4d(smem_addr(sQ + buf * QTile::kElems + off), &maps.q, 64 * blk, int(hq), row,
+                      bc, bar);
+          tma_load_4d(smem_addr(sdO + buf * QTile::kElems + off), &maps.dout, 64 * blk, int(hq),
+                      row, bc, bar);
+        }
+      }
+    } else {
+      const uint16_t* q = T::kStepBase ? q_blk + head * p.q.stride_h + m0 * p.q.stride_s
+                                       : p.q.at<const uint16_t>(b, sq.q_start + m0, hq);
+      const uint16_t* dout = T::kStepBase
+                                 ? do_blk + head * p.dout.stride_h + m0 * p.dout.stride_s
+                                 : p.dout.at<const uint16_t>(b, sq.q_start + m0, hq);
+      auto load_partial = [&] {
+        load_tile<QTile, T::kThreads>(sQ + buf * QTile::kElems, q, p.q.stride_s, rows, d, tid);
+        load_tile<QTile, T::kThreads>(sdO + buf * QTile::kElems, dout, p.dout.stride_s, rows, d,
+                                      tid);
+      };
+      if constexpr (TileCopy<QTile, T::kThreads>::kEven) {
+        if (rows == kM && d == kD) {
+          load_tile_full<QTile, T::kThreads>(sQ + buf * QTile::kElems, q, p.q.stride_s, tid);
+          load_tile_full<QTile, T::kThreads>(sdO + buf * QTile::kElems, dout, p.dout.stride_s,
+                                             tid);
+        } else {
+          load_partial();
+        }
       } else {
         load_partial();
       }
-    } else {
-      load_partial();
     }
     if (tid < kM) {
       const bool ok = tid < rows;
@@ -596,6 +644,10 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     const int64_t hq = hk * group + head;
     const int64_t m0 = int64_t(mb) * kM;
     cp_async_wait<0>();
+    if (tma_step(mb)) {  // this step's Q and dO copies, issued a step ago
+      mbar_wait(bar0 + 8 * buf, (phase >> buf) & 1u);
+      phase ^= 1u << buf;
+    }
     // Step s landed for every thread, and every warp has finished step s - 1, so no one reads
     // buffer buf ^ 1 (step s - 1's Q / dO, LSE, D), Pᵀ or dSᵀ any more. (Compact: step s + 1's
     // copies start after the dK / dV product, below.)
@@ -874,12 +926,15 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
 
 // Grid (key tiles, kv heads, batch); block x = key tile x, counted from the last key tile in
 // deterministic mode.
+// maps: Q and dO for TMA where ws.tma (sm90); the 128-byte swizzle of their boxes needs the
+// 1024-byte alignment of the tiles.
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_constant__ Params p,
-                                                             BwdWorkspace ws) {
-  extern __shared__ __align__(128) uint16_t smem[];
+                                                             BwdWorkspace ws,
+                                                             const __grid_constant__ QdoMaps maps) {
+  extern __shared__ __align__(1024) uint16_t smem[];
   const int x = int(blockIdx.x);
-  bwd_block<T>(p, ws, p.deterministic ? int(gridDim.x) - 1 - x : x, smem);
+  bwd_block<T>(p, ws, maps, p.deterministic ? int(gridDim.x) - 1 - x : x, smem);
 }
 
 }  // namespace fa::cuda::sm80

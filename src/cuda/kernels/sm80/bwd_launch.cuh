@@ -12,12 +12,24 @@
 #include "cuda/bwd_sm80.h"
 #include "cuda/device_props.h"
 #include "cuda/kernels/sm80/bwd_kernel.cuh"
+#include "cuda/tensor_map.h"
 
 namespace fa::cuda::sm80 {
 
-// The main kernel of traits T.
+// The main kernel of traits T. On sm90 (where T::kTmaQdo) Q and dO arrive by TMA, through tensor
+// maps encoded here for T's query tile (two driver calls on the host, no GPU work); where the
+// driver refuses a map, by cp.async as on the sm80 family.
 template <class T>
-void launch_bwd_kernel(const Params& p, const BwdWorkspace& ws, cudaStream_t stream) {
+void launch_bwd_kernel(const Params& p, const BwdWorkspace& ws_in, cudaStream_t stream) {
+  BwdWorkspace ws = ws_in;
+  QdoMaps maps{};
+  ws.tma = 0;
+  if (T::kTmaQdo && device_props(p.device.index).major >= 9) {
+    const int64_t batch = p.varlen() ? 1 : p.batch;
+    const int64_t rows = p.varlen() ? p.total_q : p.seqlen_q;
+    ws.tma = encode_row_tiles(p.q, batch, rows, p.heads_q, p.head_dim, T::kBlockM, &maps.q) &&
+             encode_row_tiles(p.dout, batch, rows, p.heads_q, p.head_dim, T::kBlockM, &maps.dout);
+  }
   static std::atomic<uint64_t> opted_in{0};  // once per device
   cudaError_t e = opt_in_smem(reinterpret_cast<const void*>(bwd_kernel<T>), T::kSmemBytes,
                               p.device.index, opted_in);
@@ -26,7 +38,7 @@ void launch_bwd_kernel(const Params& p, const BwdWorkspace& ws, cudaStream_t str
          "): ", cudaGetErrorString(e));
   const dim3 grid(unsigned((p.seqlen_k + T::kBlockN - 1) / T::kBlockN), unsigned(p.heads_kv),
                   unsigned(p.batch));
-  bwd_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, ws);
+  bwd_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, ws, maps);
   e = cudaGetLastError();
   if (e != cudaSuccess)
     fail(FA_ERROR_CUDA, "main kernel launch (sm80 backward, d", T::kHeadDim,
@@ -79,6 +91,7 @@ void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
   BwdWorkspace ws;
   ws.rows = int64_t(bwd_rows(p));
   ws.m_blocks = int(layout.m_blocks);
+  ws.tma = 0;  // launch_bwd_kernel decides
   ws.dq_acc = static_cast<float*>(workspace);
   ws.sem = reinterpret_cast<int*>(ws.dq_acc + layout.dq_acc_elems);
   ws.dsum = reinterpret_cast<float*>(ws.sem + layout.sem_elems);

@@ -1,0 +1,65 @@
+// The sm90 bulk tensor copy (TMA) and the shared-memory barrier it completes on.
+//
+// cp.async.bulk.tensor copies a box of a tensor (described by a CUtensorMap made on the host,
+// src/cuda/tensor_map.h) into shared memory without any thread computing an address; elements of
+// the box outside the tensor arrive as zeros. Its completion is counted in bytes on an mbarrier:
+// one thread announces the bytes (arrive.expect_tx) and issues the copies, every thread that
+// reads the data waits for the barrier's phase to flip (try_wait.parity). Each helper compiles to
+// nothing below sm90; callers branch on the architecture themselves.
+#pragma once
+
+#include <cstdint>
+
+namespace fa::cuda {
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t arrivals) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+#endif
+}
+
+// Makes initialised barriers visible to the copy engine (the async proxy).
+__device__ __forceinline__ void mbar_init_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+// This thread's arrival, announcing `bytes` more to come from copies completing on the barrier.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+#endif
+}
+
+// Waits until the barrier's phase with parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+#endif
+}
+
+// The box of a rank-4 tensor map at element coordinates (c0 innermost .. c3) into shared memory
+// at dst (for a 128-byte swizzled map: 1024-byte aligned), completing on barrier bar. map: the
+// generic address of a CUtensorMap in constant / parameter / global memory.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, int c0, int c1, int c2,
+                                            int c3, uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+#endif
+}
+
+}  // namespace fa::cuda

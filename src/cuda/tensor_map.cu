@@ -1,0 +1,54 @@
+#include "cuda/tensor_map.h"
+
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+
+#include <mutex>
+
+namespace fa::cuda {
+namespace {
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+      fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+    else
+      (void)cudaGetLastError();
+  });
+  return fn;
+}
+
+}  // namespace
+
+bool encode_row_tiles(const View& v, int64_t batch, int64_t rows, int64_t heads, int64_t head_dim,
+                      int box_rows, CUtensorMap* map) {
+  const auto fn = encode_fn();
+  if (fn == nullptr || v.data == nullptr || batch < 1 || rows < 1 || heads < 1 || head_dim < 1)
+    return false;
+  // Bytes between consecutive heads, rows, sequences. A batch of one (or a packed batch) may
+  // carry any stride_b: its only coordinate is 0, so it gets one past the whole view.
+  const int64_t sh = v.stride_h * 2, ss = v.stride_s * 2;
+  const int64_t sb = batch > 1 ? v.stride_b * 2 : ss * rows + sh * heads;
+  const cuuint64_t dims[4] = {cuuint64_t(head_dim), cuuint64_t(heads), cuuint64_t(rows),
+                              cuuint64_t(batch)};
+  const cuuint64_t strides[3] = {cuuint64_t(sh), cuuint64_t(ss), cuuint64_t(sb)};
+  for (int64_t s : {sh, ss, sb})
+    if (s <= 0 || s % 16 != 0 || s >= (int64_t(1) << 40)) return false;
+  const cuuint32_t box[4] = {64, 1, cuuint32_t(box_rows), 1};
+  const cuuint32_t unit[4] = {1, 1, 1, 1};
+  CUtensorMap m;
+  if (fn(&m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, v.data, dims, strides, box, unit,
+         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+         CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    return false;
+  *map = m;
+  return true;
+}
+
+}  // namespace fa::cuda

@@ -1,0 +1,28 @@
+// Host side of the sm90 bulk tensor copies (src/cuda/arch/tma.cuh): tensor maps of the views the
+// kernels read by TMA.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (the driver's entry point is looked up at run time: no -lcuda)
+
+#include <cstdint>
+
+#include "api/params.h"
+
+namespace fa::cuda {
+
+// The tensor map of a 16-bit (batch, rows, heads, head_dim) view (a fixed-length batch; a packed
+// one is batch 1 with its total rows) for boxes of 64 columns x box_rows rows of one head, stored
+// as the kernels' 128-byte swizzled column blocks (src/cuda/tile/swizzle.h); the map's dims,
+// innermost first, are (head_dim, heads, rows, batch). Columns past head_dim and rows past `rows`
+// arrive as zeros. False, with *map untouched, where the driver lacks tensor maps or refuses
+// this view; the caller then copies without them.
+// The Q and dO maps of the backward's main kernel (a __grid_constant__ parameter: the copies take
+// its address).
+struct QdoMaps {
+  CUtensorMap q, dout;
+};
+
+bool encode_row_tiles(const View& v, int64_t batch, int64_t rows, int64_t heads, int64_t head_dim,
+                      int box_rows, CUtensorMap* map);
+
+}  // namespace fa::cuda
