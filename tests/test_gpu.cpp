@@ -16,6 +16,11 @@
 
 #include "gpu_support.h"
 
+#ifdef FA_TEST_CUDA
+#include "cuda/device_props.h"
+#include "cuda/tensor_map.h"
+#endif
+
 namespace fa::test {
 namespace {
 
@@ -272,6 +277,32 @@ TEST(GpuBackward, SmallSmemRefusalsNameTheFigures) {
   EXPECT_NE(std::string(fa_last_error()).find(SmemCap::kVar), std::string::npos);
   unsetenv(SmemCap::kVar);
   EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_OK) << fa_last_error();
+#endif
+}
+
+// The backward's TMA maps (src/cuda/tensor_map.h, sm90): encoded for ordinary views, refused
+// where a TMA coordinate (32 bits) or stride (a multiple of 16 bytes) cannot address the view, so
+// that the kernel copies with cp.async instead.
+TEST(GpuBackward, TensorMapsEncodeOrRefuse) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+#ifdef FA_TEST_CUDA
+  if (fa::cuda::device_props(0).major < 9) GTEST_SKIP() << "tensor maps need sm90";
+  void* buf = nullptr;
+  ASSERT_EQ(cudaMalloc(&buf, 256), cudaSuccess);
+  View v;
+  v.data = buf;
+  v.stride_h = 128;
+  v.stride_s = 8 * 128;
+  v.stride_b = 4096 * 8 * 128;
+  CUtensorMap m{};
+  EXPECT_TRUE(fa::cuda::encode_row_tiles(v, 2, 4096, 8, 128, 64, &m));
+  EXPECT_TRUE(fa::cuda::encode_row_tiles(v, 1, 4096, 8, 96, 128, &m));  // padded d, 128 rows
+  EXPECT_FALSE(fa::cuda::encode_row_tiles(v, 1, int64_t(1) << 31, 8, 128, 64, &m));
+  View odd = v;
+  odd.stride_h = 4;  // 8 bytes between heads
+  EXPECT_FALSE(fa::cuda::encode_row_tiles(odd, 2, 4096, 8, 128, 64, &m));
+  EXPECT_EQ(cudaFree(buf), cudaSuccess);
 #endif
 }
 

@@ -19,7 +19,7 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
         found == cudaDriverEntryPointSuccess)
       fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
     else
-      (void)cudaGetLastError();
+      (void)cudaGetLastError();  // the failed query's error, not a later launch's
   });
   return fn;
 }
@@ -29,7 +29,10 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
 bool encode_row_tiles(const View& v, int64_t batch, int64_t rows, int64_t heads, int64_t head_dim,
                       int box_rows, CUtensorMap* map) {
   const auto fn = encode_fn();
-  if (fn == nullptr || v.data == nullptr || batch < 1 || rows < 1 || heads < 1 || head_dim < 1)
+  // The kernels pass coordinates as 32-bit ints.
+  constexpr int64_t kMaxCoord = (int64_t(1) << 31) - 1;
+  if (fn == nullptr || v.data == nullptr || batch < 1 || rows < 1 || heads < 1 || head_dim < 1 ||
+      batch > kMaxCoord || rows > kMaxCoord || heads > kMaxCoord)
     return false;
   // Bytes between consecutive heads, rows, sequences. A batch of one (or a packed batch) may
   // carry any stride_b: its only coordinate is 0, so it gets one past the whole view.
