@@ -5,6 +5,8 @@
 
 #include <mutex>
 
+#include "cuda/tile/swizzle.h"  // the kernels' 64-column blocks
+
 namespace fa::cuda {
 namespace {
 
@@ -43,7 +45,7 @@ bool encode_row_tiles(const View& v, int64_t batch, int64_t rows, int64_t heads,
   const cuuint64_t strides[3] = {cuuint64_t(sh), cuuint64_t(ss), cuuint64_t(sb)};
   for (int64_t s : {sh, ss, sb})
     if (s <= 0 || s % 16 != 0 || s >= (int64_t(1) << 40)) return false;
-  const cuuint32_t box[4] = {64, 1, cuuint32_t(box_rows), 1};
+  const cuuint32_t box[4] = {SwizzledTile<8, 64>::kBlockCols, 1, cuuint32_t(box_rows), 1};
   const cuuint32_t unit[4] = {1, 1, 1, 1};
   CUtensorMap m;
   if (fn(&m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, v.data, dims, strides, box, unit,

@@ -54,6 +54,7 @@
 
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cstdint>
 #include <type_traits>
 
@@ -486,7 +487,9 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   // lse_slot order.
   float* sLse = reinterpret_cast<float*>(sdS + STile::kElems);
   float* sD = sLse + kBufs * kM;
-  // [kBufs] the barriers the TMA copies of each buffer's Q and dO complete on (sm90).
+  // [kBufs] the barriers the TMA copies of each buffer's Q and dO complete on (sm90), one
+  // 8-byte mbarrier each; a copy's box is one 64-column block of a tile (kM rows of 128 bytes).
+  constexpr int kBarBytes = 8, kBoxCols = QTile::kBlockCols;
   const uint32_t bar0 = smem_addr(sLse + 2 * kBufs * kM);
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -520,12 +523,12 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
 #else
   constexpr bool tma = false;
 #endif
-  const int tma_tiles = !tma ? 0 : p.varlen() ? int(sq.len_q / kM) : 1 << 30;  // mb below: TMA
+  const int tma_tiles = !tma ? 0 : p.varlen() ? int(sq.len_q / kM) : INT_MAX;  // mb below: TMA
   auto tma_step = [&](int mb) { return T::kTmaQdo && mb < tma_tiles; };
   uint32_t phase = 0;
   if (tma) {
     if (tid == 0) {
-      for (int i = 0; i < kBufs; ++i) mbar_init(bar0 + 8 * i, 1);
+      for (int i = 0; i < kBufs; ++i) mbar_init(bar0 + kBarBytes * i, 1);
       mbar_init_fence();
     }
     __syncthreads();  // the barriers initialised before any thread waits on them
@@ -545,16 +548,17 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     const int64_t hq = hk * group + head;
     if (tma_step(mb)) {
       if (tid == 0) {
-        const uint32_t bar = bar0 + 8 * buf;
+        const uint32_t bar = bar0 + kBarBytes * buf;
         const int row = int(p.varlen() ? sq.q_start + m0 : m0), bc = p.varlen() ? 0 : int(b);
-        mbar_arrive_expect_tx(bar, 2 * 2 * QTile::kElems);  // the Q and dO tiles, whole boxes
+        // The Q and dO tiles, whole boxes (columns past the head dim arrive too, as zeros).
+        mbar_arrive_expect_tx(bar, 2 * QTile::kElems * uint32_t(sizeof(uint16_t)));
 #pragma unroll
         for (int blk = 0; blk < QTile::kBlocks; ++blk) {
-          const int off = blk * kM * 64;  // a 64-column block: kM rows of 128 bytes
-          tma_load_4d(smem_addr(sQ + buf * QTile::kElems + off), &maps.q, 64 * blk, int(hq), row,
+          const int off = blk * kM * kBoxCols, col = blk * kBoxCols;
+          tma_load_4d(smem_addr(sQ + buf * QTile::kElems + off), &maps.q, col, int(hq), row, bc,
+                      bar);
+          tma_load_4d(smem_addr(sdO + buf * QTile::kElems + off), &maps.dout, col, int(hq), row,
                       bc, bar);
-          tma_load_4d(smem_addr(sdO + buf * QTile::kElems + off), &maps.dout, 64 * blk, int(hq),
-                      row, bc, bar);
         }
       }
     } else {
@@ -645,7 +649,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     const int64_t m0 = int64_t(mb) * kM;
     cp_async_wait<0>();
     if (tma_step(mb)) {  // this step's Q and dO copies, issued a step ago
-      mbar_wait(bar0 + 8 * buf, (phase >> buf) & 1u);
+      mbar_wait(bar0 + kBarBytes * buf, (phase >> buf) & 1u);
       phase ^= 1u << buf;
     }
     // Step s landed for every thread, and every warp has finished step s - 1, so no one reads
