@@ -127,6 +127,12 @@ TEST(TileRanges, KeyTileUnmaskedIsExactlyTheStepsWithoutAMaskedElement) {
   all.push_back({512, 768, -1, 0});     // whole tiles: unmasked steps off the diagonal
   all.push_back({768, 512, 100, 40});
   all.push_back({640, 640, -1, -1});
+  // Every window bound near the tile edges, one side at a time, with and without an offset.
+  for (int64_t w = 0; w <= 130; ++w)
+    for (int64_t len_k : {256, 300}) {
+      all.push_back({256, len_k, w, -1});
+      all.push_back({256, len_k, -1, w});
+    }
   for (const Shape& s : all)
     for (int block_n : {64, 128})
       for (int block_m : {64, 128}) {
