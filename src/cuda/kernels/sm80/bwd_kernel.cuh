@@ -12,7 +12,7 @@
 //                    sees these keys; P is recomputed from Q, K and the saved LSE; dQ is
 //                    accumulated in fp32 in the workspace with atomics (8-byte vector atomics on
 //                    sm90); the next step's Q, dO, LSE and D stream in through cp.async during a
-//                    step (two buffers), Q and dO by TMA on sm90 above d = 64 (kTmaQdo);
+//                    step (two buffers), Q and dO by TMA on sm90 from d = 64 (kTmaQdo);
 //   bwd_postprocess  dQ fp32 -> the input type, into the caller's dq.
 //
 // A step (kBlockM queries, 64 or at d <= 64 128 (bwd_wide_m), against the block's kBlockN keys:
@@ -140,11 +140,18 @@ struct BwdTraits {
   // then wait for dK's reads of Q).
   static constexpr bool kDvDqDk = kHeadDim == 64 && !kDropout && kQBufs == 2;
   // sm90: the step's Q and dO tiles by TMA where the host made their maps (bwd_block). Measured
-  // (H200, quick grid, same run): d = 128 +3-5%, d = 256 +4-7%, d = 64 (128-query steps) -1 to
-  // -3% (ptxas then spilled it 116 -> 204 bytes), so above d = 64 only (d = 96 / 160 / 192 / 224
-  // tested, not benchmarked). Not in the compact configuration, which only parts without TMA
-  // choose (and the tests under a shared-memory cap).
-  static constexpr bool kTmaQdo = kHeadDim > 64 && !kCompact;
+  // (H200, quick grid, same run): d = 128 +3-5%, d = 256 +4-7%. At d = 64 (128-query steps) it
+  // first measured -1 to -3% (ptxas spilled the kernel 116 -> 204 bytes); with the cp.async
+  // fallback's addresses as full products (kBase in bwd_block: 44 bytes) +0.4-1.4%, and with
+  // kRotate too +1.0-3.4%. At d = 32 both together measured -1.5 to +1.0% (TMA alone -2.8 to
+  // +0.1%), so d = 32 keeps cp.async. d = 96 / 160 / 192 / 224 tested, not benchmarked. Not in
+  // the compact configuration, which only parts without TMA choose (and the tests under a
+  // shared-memory cap).
+  static constexpr bool kTmaQdo = kHeadDim >= 64 && !kCompact;
+  // The rotated start of the query-tile walk (bwd_block), at d = 64 with TMA (sm90) only: the
+  // one combination that measured a gain. On the cp.async path (sm80 / 86 / 89) with the
+  // row-base epilogue it spilled more and measured -3.4 to +0.4% at d = 64 (on the H200).
+  static constexpr bool kRotate = kHeadDim == 64 && !kDropout && kTmaQdo;
   // With kLseD16, the float slot of query q's LSE among a step's 2 kBlockM values (D two floats
   // later): query 8 nt + 2t + e of a warp's kSQueries columns at 2 (t kSQueries / 4 + 2 nt) + e,
   // so a lane's four values of an n-tile are one aligned float4 (lanes of one t read the same).
@@ -519,12 +526,13 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   // rows, which must arrive as zeros: those steps keep the cp.async copies. phase: each buffer's
   // barrier parity, flipped at each wait.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const bool tma = T::kTmaQdo && ws.tma != 0;
+  constexpr bool kTma = T::kTmaQdo;
 #else
-  constexpr bool tma = false;
+  constexpr bool kTma = false;  // and the TMA branches compiled out
 #endif
+  const bool tma = kTma && ws.tma != 0;
   const int tma_tiles = !tma ? 0 : p.varlen() ? int(sq.len_q / kM) : INT_MAX;  // mb below: TMA
-  auto tma_step = [&](int mb) { return T::kTmaQdo && mb < tma_tiles; };
+  auto tma_step = [&](int mb) { return kTma && mb < tma_tiles; };
   uint32_t phase = 0;
   if (tma) {
     if (tid == 0) {
@@ -537,8 +545,16 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   // Q, dO, LSE and D of the step (query head head of the group, query tile mb) into buffer buf.
   // Rows past the sequence arrive as zeros: their P is exp(0 - 0) = 1, but with dO = 0, Q = 0
   // and D = 0 they add nothing to dV, dK or dS, and their dQ is never read.
-  // With T::kStepBase the addresses are relative to the group's first query head, row 0 (a
+  // With kBase the addresses are relative to the group's first query head, row 0 (a
   // head / tile index times a stride each); without, the full (b, row, head) products.
+  // With TMA (sm90) the cp.async copies serve only a packed batch's partial tiles: their full
+  // address products there, rather than a block base held across the loop (d = 64 with 128
+  // queries: 204 -> 44 bytes of spills).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kBase = T::kStepBase && !T::kTmaQdo;
+#else
+  constexpr bool kBase = T::kStepBase;
+#endif
   const uint16_t* q_blk = p.q.at<const uint16_t>(b, sq.q_start, hk * group);
   const uint16_t* do_blk = p.dout.at<const uint16_t>(b, sq.q_start, hk * group);
   const int64_t ws_blk = hk * group * ws.rows + acc0;  // workspace row of (head 0, row 0)
@@ -562,11 +578,10 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
         }
       }
     } else {
-      const uint16_t* q = T::kStepBase ? q_blk + head * p.q.stride_h + m0 * p.q.stride_s
-                                       : p.q.at<const uint16_t>(b, sq.q_start + m0, hq);
-      const uint16_t* dout = T::kStepBase
-                                 ? do_blk + head * p.dout.stride_h + m0 * p.dout.stride_s
-                                 : p.dout.at<const uint16_t>(b, sq.q_start + m0, hq);
+      const uint16_t* q = kBase ? q_blk + head * p.q.stride_h + m0 * p.q.stride_s
+                                : p.q.at<const uint16_t>(b, sq.q_start + m0, hq);
+      const uint16_t* dout = kBase ? do_blk + head * p.dout.stride_h + m0 * p.dout.stride_s
+                                   : p.dout.at<const uint16_t>(b, sq.q_start + m0, hq);
       auto load_partial = [&] {
         load_tile<QTile, T::kThreads>(sQ + buf * QTile::kElems, q, p.q.stride_s, rows, d, tid);
         load_tile<QTile, T::kThreads>(sdO + buf * QTile::kElems, dout, p.dout.stride_s, rows, d,
@@ -587,7 +602,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     if (tid < kM) {
       const bool ok = tid < rows;
       const int64_t row = ok ? m0 + tid : 0;
-      const int64_t r = T::kStepBase ? ws_blk + head * ws.rows + row : hq * ws.rows + acc0 + row;
+      const int64_t r = kBase ? ws_blk + head * ws.rows + row : hq * ws.rows + acc0 + row;
       const int lse_at = T::kLseD16 ? buf * 2 * kM + T::lse_slot(tid) : buf * kM + tid;
       const int d_at = T::kLseD16 ? lse_at + 2 : kBufs * kM + buf * kM + tid;
       cp_async_4(smem_addr(sLse + lse_at), ws.lse2 + r, ok);
@@ -599,7 +614,16 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
                                  keys, d, tid);
   load_tile<KvTile, T::kThreads>(sV, p.v.at<const uint16_t>(b, sq.k_start + n0, hk), p.v.stride_s,
                                  keys, d, tid);
-  if (steps > 0) load_step(0, m_begin, 0);
+  // Default mode at d = 64 on sm90 (kRotate): block nb starts at query tile m_begin + nb %
+  // m_steps and wraps around, so that under full attention the blocks of a head, which run in
+  // lockstep, add into different dQ tiles at each step. Deterministic mode keeps the order.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kRotate = T::kRotate;
+#else
+  constexpr bool kRotate = false;
+#endif
+  const int m_first = kRotate && !deterministic && m_steps > 0 ? m_begin + nb % m_steps : m_begin;
+  if (steps > 0) load_step(0, m_first, 0);
   cp_async_commit();
 
   float dk[kKvMt][kKvNt][4], dv[kKvMt][kKvNt][4];
@@ -640,11 +664,12 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
 
   // Step s is (query head head of the group, query tile mb), head-major; (nhead, nmb) is step
   // s + 1, counted rather than divided out of s (an integer division per step).
-  int head = 0, mb = m_begin;
+  int head = 0, mb = m_first;
   for (int s = 0; s < steps; ++s) {
     const int buf = kBufs == 2 ? s & 1 : 0;
     const bool wrap = mb + 1 == m_end;
-    const int nhead = wrap ? head + 1 : head, nmb = wrap ? m_begin : mb + 1;
+    const int nmb = wrap ? m_begin : mb + 1;
+    const int nhead = (kRotate ? nmb == m_first : wrap) ? head + 1 : head;
     const int64_t hq = hk * group + head;
     const int64_t m0 = int64_t(mb) * kM;
     cp_async_wait<0>();
