@@ -7,9 +7,10 @@
 #   scripts/gpu-check.sh OUTDIR [--full-bench]
 # Environment: FA_ARCHS (default 90a), FA_COMMIT (recorded in the JSON), FA_GPU_CHECK_PYTHON=0
 # (skip the Python test suite; the overhead check still runs), FA_CMAKE_ARGS (extra configure
-# options), FA_GPU_CHECK_BWD_BENCH=0 (skip the backward benchmark), FA_GTEST_SOURCE_DIR
-# (a GoogleTest source tree when the machine has no package; default .deps/googletest). fa-bench
-# needs CLI11 headers: the system's or .deps/CLI11 (carry .deps to the GPU machine).
+# options), FA_GPU_CHECK_FWD_BENCH=0 / FA_GPU_CHECK_BWD_BENCH=0 (skip the forward / backward
+# benchmark), FA_GTEST_SOURCE_DIR (a GoogleTest source tree when the machine has no package;
+# default .deps/googletest). fa-bench needs CLI11 headers: the system's or .deps/CLI11 (carry
+# .deps to the GPU machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [--full-bench]}
@@ -65,10 +66,12 @@ else
   summary+=("python tests: skipped (python3 lacks torch or pytest)")
 fi
 
-t0=$(date +%s)
-python3 bench/gpu_bench.py --lib build-gpu/libflashattn.so --json "$out/bench.json" \
-  --commit "${FA_COMMIT:-unknown}" "${bench_args[@]}" > "$out/bench-table.txt" 2> "$out/bench.log"
-summary+=("bench: rc=$? in $(( $(date +%s) - t0 ))s")
+if [ "${FA_GPU_CHECK_FWD_BENCH:-1}" = 1 ]; then
+  t0=$(date +%s)
+  python3 bench/gpu_bench.py --lib build-gpu/libflashattn.so --json "$out/bench.json" \
+    --commit "${FA_COMMIT:-unknown}" "${bench_args[@]}" > "$out/bench-table.txt" 2> "$out/bench.log"
+  summary+=("bench: rc=$? in $(( $(date +%s) - t0 ))s")
+fi
 if [ "${FA_GPU_CHECK_BWD_BENCH:-1}" = 1 ]; then
   t0=$(date +%s)
   python3 bench/gpu_bench.py --op bwd --lib build-gpu/libflashattn.so --json "$out/bench-bwd.json" \
@@ -82,8 +85,7 @@ echo "---- sanitizer reports (first 30 lines)"
 grep -hE "^========= (Error|Warning|    )" "$out/memcheck.log" "$out/racecheck.log" | head -30
 echo "---- registers / spills"
 grep -E "registers|spill" "$out/build.log" | grep -v "0 bytes spill" | head -8
-echo "---- benchmark"
-cat "$out/bench-table.txt"
+[ -f "$out/bench-table.txt" ] && { echo "---- benchmark"; cat "$out/bench-table.txt"; }
 [ -f "$out/bench-bwd-table.txt" ] && { echo "---- backward benchmark"; cat "$out/bench-bwd-table.txt"; tail -3 "$out/bench-bwd.log"; }
 echo "---- summary"
 printf '%s\n' "${summary[@]}"
