@@ -148,10 +148,13 @@ struct BwdTraits {
   // the compact configuration, which only parts without TMA choose (and the tests under a
   // shared-memory cap).
   static constexpr bool kTmaQdo = kHeadDim >= 64 && !kCompact;
-  // The rotated start of the query-tile walk (bwd_block), at d = 64 with TMA (sm90) only: the
-  // one combination that measured a gain. On the cp.async path (sm80 / 86 / 89) with the
-  // row-base epilogue it spilled more and measured -3.4 to +0.4% at d = 64 (on the H200).
-  static constexpr bool kRotate = kHeadDim == 64 && !kDropout && kTmaQdo;
+  // The rotated start of the query-tile walk (bwd_block), with TMA (sm90) at d = 64 and 128:
+  // where it measured a gain (H200, bf16 quick grid, same run, two runs each). d = 64 +1.0-3.4%
+  // (with the TMA loads, above); d = 128 +1.2-2.2% and +1.5-2.1% at 4k / 16k. Not at d = 96
+  // (-0.5 to -0.9% at 4k / 16k) nor 256 (-0.1 to +0.4%); d = 160-224 not measured. On the
+  // cp.async path (sm80 / 86 / 89) with the row-base epilogue it spilled more and measured -3.4
+  // to +0.4% at d = 64 (on the H200); without TMA at d = 128 -0.5 to +0.8%.
+  static constexpr bool kRotate = (kHeadDim == 64 || kHeadDim == 128) && !kDropout && kTmaQdo;
   // With kLseD16, the float slot of query q's LSE among a step's 2 kBlockM values (D two floats
   // later): query 8 nt + 2t + e of a warp's kSQueries columns at 2 (t kSQueries / 4 + 2 nt) + e,
   // so a lane's four values of an n-tile are one aligned float4 (lanes of one t read the same).
@@ -614,7 +617,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
                                  keys, d, tid);
   load_tile<KvTile, T::kThreads>(sV, p.v.at<const uint16_t>(b, sq.k_start + n0, hk), p.v.stride_s,
                                  keys, d, tid);
-  // Default mode at d = 64 on sm90 (kRotate): block nb starts at query tile m_begin + nb %
+  // Default mode at d = 64 / 128 on sm90 (kRotate): block nb starts at query tile m_begin + nb %
   // m_steps and wraps around, so that under full attention the blocks of a head, which run in
   // lockstep, add into different dQ tiles at each step. Deterministic mode keeps the order.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
