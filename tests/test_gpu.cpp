@@ -68,7 +68,8 @@ class Gpu : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Gpu, ForwardMatchesReference) {
   std::string why;
-  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+  if (skip_without_gpu(&why) || skip_head_dim_not_built(GetParam().head_dim, &why))
+    GTEST_SKIP() << why;
 #ifdef FA_TEST_CUDA
   Problem pr(GetParam());
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
@@ -197,7 +198,8 @@ class GpuBwd : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuBwd, GradientsMatchReference) {
   std::string why;
-  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+  if (skip_without_gpu(&why) || skip_head_dim_not_built(GetParam().head_dim, &why))
+    GTEST_SKIP() << why;
 #ifdef FA_TEST_CUDA
   Problem pr(GetParam());
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
@@ -238,7 +240,8 @@ class GpuBwdSmallSmem : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuBwdSmallSmem, GradientsMatchReference) {
   std::string why;
-  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+  if (skip_without_gpu(&why) || skip_head_dim_not_built(GetParam().head_dim, &why))
+    GTEST_SKIP() << why;
 #ifdef FA_TEST_CUDA
   Problem pr(GetParam());
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
@@ -259,7 +262,7 @@ INSTANTIATE_TEST_SUITE_P(Grid, GpuBwdSmallSmem, ::testing::ValuesIn(small_smem_g
 // cap (112.5 KB compact); a malformed cap is refused too.
 TEST(GpuBackward, SmallSmemRefusalsNameTheFigures) {
   std::string why;
-  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+  if (skip_without_gpu(&why) || skip_head_dim_not_built(192, &why)) GTEST_SKIP() << why;
 #ifdef FA_TEST_CUDA
   Problem pr(short_case(FA_DTYPE_FP16, 192));
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
