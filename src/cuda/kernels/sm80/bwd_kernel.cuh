@@ -142,8 +142,8 @@ struct BwdTraits {
   // sm90: the step's Q and dO tiles by TMA where the host made their maps (bwd_block). Measured
   // (H200, quick grid, same run): d = 128 +3-5%, d = 256 +4-7%. At d = 64 (128-query steps) it
   // first measured -1 to -3% (ptxas spilled the kernel 116 -> 204 bytes); with the cp.async
-  // fallback's addresses as full products (kBase in bwd_block: 44 bytes) +0.4-1.4%, and with
-  // kRotate too +1.0-3.4%. At d = 32 both together measured -1.5 to +1.0% (TMA alone -2.8 to
+  // fallback's addresses as full products (kBase in bwd_block: 44 bytes) -0.3 to +1.7%, and with
+  // kRotate too (36 bytes) +1.0-3.4%. At d = 32 both together measured -1.5 to +1.0% (TMA alone -2.8 to
   // +0.1%), so d = 32 keeps cp.async. d = 96 / 160 / 192 / 224 tested, not benchmarked. Not in
   // the compact configuration, which only parts without TMA choose (and the tests under a
   // shared-memory cap).
@@ -552,7 +552,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   // head / tile index times a stride each); without, the full (b, row, head) products.
   // With TMA (sm90) the cp.async copies serve only a packed batch's partial tiles: their full
   // address products there, rather than a block base held across the loop (d = 64 with 128
-  // queries: 204 -> 44 bytes of spills).
+  // queries: 204 -> 44 bytes of spills, 36 with kRotate).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr bool kBase = T::kStepBase && !T::kTmaQdo;
 #else
