@@ -5,10 +5,12 @@
 # run for the ratios. Tables on stdout, JSON and logs under OUTDIR. The GPU tests of a winner
 # still have to run (scripts/gpu-check.sh) before it lands.
 #   bench/gpu_experiments.sh OUTDIR [patch ...]      (default: every dev/experiments/*.patch)
-# Environment: FA_TUNE_BENCH_ARGS (e.g. "--dims 128,256"), FA_TUNE_HEAD_DIMS (e.g. "64;128;256":
-# build only those head dims), FA_TUNE_TEST_FILTER (run those GPU tests on every build first;
-# FA_EXP_TEST_DEFAULT=0: not on the unchanged build, whose tests a gpu-check already ran), FA_COMMIT
-# (recorded in the JSON: pass the local checkout's, the GPU machine's git metadata may be stale).
+# Environment: FA_TUNE_BENCH_ARGS (e.g. "--dims 128,256"; several sets separated by ';', one
+# benchmark each, e.g. "--dropout 0.17;--op bwd --dropout 0.17"), FA_TUNE_HEAD_DIMS (e.g.
+# "64;128;256": build only those head dims), FA_TUNE_TEST_FILTER (run those GPU tests on every
+# build first; FA_EXP_TEST_DEFAULT=0: not on the unchanged build, whose tests a gpu-check already
+# ran), FA_COMMIT (recorded in the JSON: pass the local checkout's, the GPU machine's git
+# metadata may be stale).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: bench/gpu_experiments.sh OUTDIR [patch ...]}
@@ -21,7 +23,7 @@ run() {  # name dir [tests]: build dir's library with bench/gpu_tune.sh and prin
   (cd "$2" && FA_TUNE_NAME=$1 FA_TUNE_TEST_FILTER=${3-${FA_TUNE_TEST_FILTER:-}} \
     bench/gpu_tune.sh "$out/$1" > "$out/$1.txt" 2>&1)
   echo "== $1"
-  tail -n +2 "$out/$1.txt" | tail -20
+  tail -n +2 "$out/$1.txt" | tail -44
 }
 if [ "${FA_EXP_TEST_DEFAULT:-1}" = 0 ]; then run default "$root" ""; else run default "$root"; fi
 for patch in "${patches[@]}"; do

@@ -29,5 +29,14 @@ if [ -n "${FA_TUNE_TEST_FILTER:-}" ]; then
   echo "tests ($FA_TUNE_TEST_FILTER): rc=$? $(grep -cE '^\[ +OK' "$out/${name}-tests.log") ok," \
     "$(grep -cE '^\[  FAILED' "$out/${name}-tests.log") failed lines"
 fi
-python3 bench/gpu_bench.py --lib build-${name}/libflashattn.so --json "$out/${name}.json" --quick ${FA_TUNE_BENCH_ARGS:-} \
-  --commit "${FA_COMMIT:-unknown}+${FA_TUNE_FLAGS:-}" 2> "$out/${name}.log" | tail -20
+# FA_TUNE_BENCH_ARGS may hold several argument sets separated by ';' (e.g. the forward and the
+# backward with dropout): one benchmark each, the first into NAME.json, the next NAME-2.json, ...
+IFS=';' read -ra arg_sets <<< "${FA_TUNE_BENCH_ARGS:-}"
+[ ${#arg_sets[@]} -eq 0 ] && arg_sets=("")
+i=0
+for args in "${arg_sets[@]}"; do
+  i=$((i + 1)); suffix=""; [ $i -gt 1 ] && suffix="-$i"
+  python3 bench/gpu_bench.py --lib build-${name}/libflashattn.so --quick $args \
+    --json "$out/${name}${suffix}.json" --commit "${FA_COMMIT:-unknown}+${FA_TUNE_FLAGS:-}" \
+    2> "$out/${name}${suffix}.log" | tail -20
+done
