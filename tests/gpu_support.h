@@ -12,7 +12,7 @@
 #ifdef FA_TEST_CUDA
 #include <cuda_runtime.h>
 
-#include "fa_build_config.h"  // FA_SM80_FWD_DIMS: the head dims this build has kernels for
+#include "cuda/backend.h"
 #endif
 
 namespace fa::test {
@@ -30,15 +30,13 @@ inline bool skip_without_gpu(std::string* why) {
 #endif
 }
 
-// True, with the reason in *why, when this build has no CUDA kernel for head_dim: a kernel of the
-// smallest built head dim >= head_dim serves it (FA_HEAD_DIMS). Only a build configured with
-// fewer head dims than the default (bench/gpu_tune.sh's FA_TUNE_HEAD_DIMS) skips cases; the
-// default build has a kernel for every head dim of the grids, so there nothing is skipped.
+// True, with the reason in *why, when this build has no CUDA kernel for head_dim
+// (cuda::kernel_head_dim). Only a build configured with fewer head dims than the default
+// (bench/gpu_tune.sh's FA_TUNE_HEAD_DIMS) skips cases; the default build has a kernel for every
+// head dim of the grids, so there nothing is skipped.
 inline bool skip_head_dim_not_built(int64_t head_dim, std::string* why) {
 #ifdef FA_TEST_CUDA
-  constexpr int kBuilt[] = {FA_SM80_FWD_DIMS};
-  for (int d : kBuilt)
-    if (d >= head_dim) return false;
+  if (fa::cuda::kernel_head_dim(head_dim) != 0) return false;
   *why = "head_dim=" + std::to_string(head_dim) +
          " has no CUDA kernel in this build (FA_HEAD_DIMS)";
   return true;

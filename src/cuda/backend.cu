@@ -27,7 +27,6 @@ int smallest_fit(const int (&dims)[N], int64_t d) {
     if (d <= k) return k;
   return 0;
 }
-int kernel_head_dim(int64_t d) { return smallest_fit(kBuiltHeadDims, d); }
 
 // Calls run(std::integral_constant<int, D>) for the first D in Ds... (ascending) >= head_dim:
 // the instantiation that covers it.
@@ -70,6 +69,8 @@ void run_bwd_tag(const Params& p, void* ws, cudaStream_t s) {
 #endif
 
 }  // namespace
+
+int kernel_head_dim(int64_t head_dim) { return smallest_fit(kBuiltHeadDims, head_dim); }
 
 const char* check_forward(const Params& p) {
   if (p.backend == FA_BACKEND_REFERENCE)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "api/params.h"
 
@@ -12,6 +13,10 @@ namespace fa::cuda {
 // alignment, unsupported feature); otherwise names the kernel family.
 const char* check_forward(const Params& p);
 void forward(const Params& p, void* stream);
+
+// The built head dim whose kernels serve head_dim (the smallest of FA_HEAD_DIMS >= head_dim);
+// 0: none in this build.
+int kernel_head_dim(int64_t head_dim);
 
 // The backward (built unless -DFA_CUDA_BACKWARD=OFF, where check_backward throws
 // FA_ERROR_BACKEND): the same checks as the forward plus the gradients' alignment, and refusal
