@@ -142,11 +142,11 @@ struct BwdTraits {
   // sm90: the step's Q and dO tiles by TMA where the host made their maps (bwd_block). Measured
   // (H200, quick grid, same run): d = 128 +3-5%, d = 256 +4-7%. At d = 64 (128-query steps) it
   // first measured -1 to -3% (ptxas spilled the kernel 116 -> 204 bytes); with the cp.async
-  // fallback's addresses as full products (kBase in bwd_block: 44 bytes) -0.3 to +1.7%, and with
-  // kRotate too (36 bytes) +1.0-3.4%. At d = 32 both together measured -1.5 to +1.0% (TMA alone -2.8 to
-  // +0.1%), so d = 32 keeps cp.async. d = 96 / 160 / 192 / 224 tested, not benchmarked. Not in
-  // the compact configuration, which only parts without TMA choose (and the tests under a
-  // shared-memory cap).
+  // fallback's addresses as full products (kBase in bwd_block: 44 bytes) -0.3 to +1.7%, and
+  // with kRotate too (36 bytes) +1.0-3.4%. At d = 32 both together measured -1.5 to +1.0% (TMA
+  // alone -2.8 to +0.1%), so d = 32 keeps cp.async. d = 96 / 160 / 192 / 224 tested, not
+  // benchmarked. Not in the compact configuration, which only parts without TMA choose (and the
+  // tests under a shared-memory cap).
   static constexpr bool kTmaQdo = kHeadDim >= 64 && !kCompact;
   // The rotated start of the query-tile walk (bwd_block), with TMA (sm90) at d = 64 and 128:
   // where it measured a gain (H200, bf16 quick grid, same run, two runs each). d = 64 +1.0-3.4%
@@ -529,10 +529,11 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   // rows, which must arrive as zeros: those steps keep the cp.async copies. phase: each buffer's
   // barrier parity, flipped at each wait.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr bool kTma = T::kTmaQdo;
+  constexpr bool kSm90 = true;
 #else
-  constexpr bool kTma = false;  // and the TMA branches compiled out
+  constexpr bool kSm90 = false;  // no TMA (its branches compiled out), no rotated start
 #endif
+  constexpr bool kTma = kSm90 && T::kTmaQdo;
   const bool tma = kTma && ws.tma != 0;
   const int tma_tiles = !tma ? 0 : p.varlen() ? int(sq.len_q / kM) : INT_MAX;  // mb below: TMA
   auto tma_step = [&](int mb) { return kTma && mb < tma_tiles; };
@@ -553,11 +554,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   // With TMA (sm90) the cp.async copies serve only a packed batch's partial tiles: their full
   // address products there, rather than a block base held across the loop (d = 64 with 128
   // queries: 204 -> 44 bytes of spills, 36 with kRotate).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr bool kBase = T::kStepBase && !T::kTmaQdo;
-#else
-  constexpr bool kBase = T::kStepBase;
-#endif
+  constexpr bool kBase = T::kStepBase && !kTma;
   const uint16_t* q_blk = p.q.at<const uint16_t>(b, sq.q_start, hk * group);
   const uint16_t* do_blk = p.dout.at<const uint16_t>(b, sq.q_start, hk * group);
   const int64_t ws_blk = hk * group * ws.rows + acc0;  // workspace row of (head 0, row 0)
@@ -620,11 +617,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   // Default mode at d = 64 / 128 on sm90 (kRotate): block nb starts at query tile m_begin + nb %
   // m_steps and wraps around, so that under full attention the blocks of a head, which run in
   // lockstep, add into different dQ tiles at each step. Deterministic mode keeps the order.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr bool kRotate = T::kRotate;
-#else
-  constexpr bool kRotate = false;
-#endif
+  constexpr bool kRotate = kSm90 && T::kRotate;
   const int m_first = kRotate && !deterministic && m_steps > 0 ? m_begin + nb % m_steps : m_begin;
   if (steps > 0) load_step(0, m_first, 0);
   cp_async_commit();
@@ -672,6 +665,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     const int buf = kBufs == 2 ? s & 1 : 0;
     const bool wrap = mb + 1 == m_end;
     const int nmb = wrap ? m_begin : mb + 1;
+    // (nmb == m_first holds for both walks; `wrap` keeps the unrotated kernels' SASS as measured.)
     const int nhead = (kRotate ? nmb == m_first : wrap) ? head + 1 : head;
     const int64_t hq = hk * group + head;
     const int64_t m0 = int64_t(mb) * kM;
