@@ -152,10 +152,10 @@ void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink
       if (dropout) {
         std::fill(w.keep, w.keep + rows_pad * kBlockN, 0.f);
         for (int64_t r = 0; r < rows; ++r)
-          for (int64_t j = 0; j < cols; j += 4) {
-            const Philox4 bits = drop.words(bh, uint32_t(m0 + r), uint32_t((n0 + j) >> 2));
-            for (int64_t t = 0; t < 4 && j + t < cols; ++t)
-              w.keep[r * kBlockN + j + t] = drop.keep(bits.x[t]) ? drop.keep_scale : 0.f;
+          for (int64_t j = 0; j < cols; j += DropoutStream::kCols) {
+            const uint32_t bits = drop.keep_row32(bh, uint32_t(m0 + r), uint32_t(n0 + j));
+            for (int64_t t = 0; t < int64_t(DropoutStream::kCols) && j + t < cols; ++t)
+              w.keep[r * kBlockN + j + t] = (bits >> t) & 1u ? drop.keep_scale : 0.f;
           }
         for (int64_t r = 0; r < rows_pad; ++r)
           for (int64_t j = 0; j < kBlockN; ++j)

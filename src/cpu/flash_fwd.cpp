@@ -101,10 +101,10 @@ void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t 
       }
       w.l[r] += sum;
       if (dropout) {  // l is the undropped normaliser; dropout acts on what P·V sees
-        for (int64_t j = 0; j < cols; j += 4) {
-          const Philox4 bits = drop.words(bh, uint32_t(row0 + r), uint32_t((n0 + j) >> 2));
-          for (int64_t t = 0; t < 4 && j + t < cols; ++t)
-            s[j + t] = drop.keep(bits.x[t]) ? s[j + t] * drop.keep_scale : 0.f;
+        for (int64_t j = 0; j < cols; j += DropoutStream::kCols) {
+          const uint32_t bits = drop.keep_row32(bh, uint32_t(row0 + r), uint32_t(n0 + j));
+          for (int64_t t = 0; t < int64_t(DropoutStream::kCols) && j + t < cols; ++t)
+            s[j + t] = (bits >> t) & 1u ? s[j + t] * drop.keep_scale : 0.f;
         }
       }
     }

@@ -96,7 +96,9 @@ struct BwdTraits {
   static constexpr int kQBufs = kCompact ? 1 : 2;  // buffers of the step's Q, dO, LSE, D
   // Sᵀ / dPᵀ: 4 warps along the keys, 2 along the queries (kBlockN / 4 keys x kBlockM / 2
   // queries); Sᵀ and dPᵀ cost 2 kSKeys kSQueries / 32 fp32 registers a thread.
-  static constexpr int kSWarpsN = 4, kSWarpsM = kWarps / kSWarpsN;
+  // With dropout and 64 keys, 2 x 4 (32 keys x kBlockM / 4 queries): the warp tile then spans
+  // whole 32-key blocks of the keep-mask (keep_bits); the same fragment reads a k-step.
+  static constexpr int kSWarpsN = kDropout_ && kBlockN == 64 ? 2 : 4, kSWarpsM = kWarps / kSWarpsN;
   static constexpr int kSKeys = kBlockN / kSWarpsN, kSQueries = kBlockM / kSWarpsM;
   // dK / dV: 2 kKvKeys kKvCols / 32 fp32 registers a thread for the whole block's life (128 at
   // d = 128 and 256). 4 x 2 warps, or 2 x 4 at 64 keys where a quarter of the head dim is whole
@@ -366,35 +368,32 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
 }
 
 // The dropout keep-mask of a thread's Sᵀ elements, bit 4 (mt kSNt + nt) + e (bwd_pointwise's
-// element order). Element e of group (mt, nt) of lane 4 g + t is query 8 nt + 2t + e % 2 and key
-// 16 mt + 8 (e / 2) + g of the warp's tile: for the four lanes g = 4a + i (i = 0..3) of one a and
-// t, those are word i of one Philox block (keys 16 mt + 8 (e / 2) + 4a .. + 3 of that query), so
-// lane i evaluates the block of element e = i of each group and the four swap words in three
-// shuffles: a quarter of the Philox evaluations (each ~60 instructions) of one per element.
+// element order). Element e of group (mt, nt) of lane 4 g + t is key 16 mt + 8 (e / 2) + g and
+// query 8 nt + 2t + e % 2 of the warp's tile (32 keys from a 32-key boundary, queries from a
+// 16-query one): for each n-tile pair and e % 2, the eight elements (n-tiles 2 ntp + a, keys
+// g + 8 c) of one Philox block (common/philox.h), so the lane evaluates its own blocks and
+// exchanges nothing: one evaluation (~60 instructions) per eight elements.
 template <class T>
 __device__ __forceinline__ uint32_t keep_bits(const DropoutStream& drop, uint32_t bh, int64_t m0,
                                               int64_t n0, int key0, int query0, int g, int t) {
   constexpr int kSMt = T::kSKeys / 16, kSNt = T::kSQueries / 8;
-  static_assert(kSMt * kSNt * 4 <= 32, "one bit per element in a 32-bit word");
-  const int i = g & 3, a = g >> 2, lane = 4 * g + t;
-  const uint32_t row0 = uint32_t(m0 + query0 + 2 * t + (i & 1));
-  const uint32_t quad0 = uint32_t((n0 + key0 + 8 * (i >> 1)) / 4 + a);
+  static_assert(kSMt == 2 && kSNt % 2 == 0 && kSMt * kSNt * 4 <= 32,
+                "warp tiles of whole dropout blocks, one bit per element in a 32-bit word");
+  const uint32_t row0 = uint32_t(m0 + query0 + 2 * t), col = uint32_t(n0 + key0 + g);
   uint32_t bits = 0;
 #pragma unroll
-  for (int mt = 0; mt < kSMt; ++mt)
+  for (int ntp = 0; ntp < kSNt / 2; ++ntp)
 #pragma unroll
-    for (int nt = 0; nt < kSNt; ++nt) {
-      const Philox4 w = drop.words(bh, row0 + 8 * nt, quad0 + 4 * mt);
+    for (int eq = 0; eq < 2; ++eq) {
+      const Philox4 w = drop.block(bh, row0 + 16 * ntp + eq, col);
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        // Lane i takes word i of lane (i + r) % 4's block, which sends its word (i - r) % 4.
-        const int send = (i - r) & 3, from = (i + r) & 3;
-        const uint32_t mine = send == 0 ? w.x[0] : send == 1 ? w.x[1] : send == 2 ? w.x[2] : w.x[3];
-        // lane = 16 a + 4 i + t: lane `from` of the group replaces bits 2-3 (i).
-        const uint32_t word =
-            r == 0 ? mine : __shfl_sync(0xffffffffu, mine, (lane & ~(3 << 2)) | (from << 2));
-        bits |= uint32_t(drop.keep(word)) << (4 * (mt * kSNt + nt) + from);
-      }
+      for (int a = 0; a < 2; ++a)
+#pragma unroll
+        for (int mt = 0; mt < kSMt; ++mt)
+#pragma unroll
+          for (int r = 0; r < 2; ++r)
+            bits |= uint32_t(drop.keep_in(w, a, 2 * mt + r))
+                    << (4 * (mt * kSNt + 2 * ntp + a) + 2 * r + eq);
     }
   return bits;
 }
@@ -410,20 +409,19 @@ __device__ __forceinline__ uint32_t keep_bits(const DropoutStream& drop, uint32_
 // scaled P is rounded to 16 bits).
 // kMasked / kTransform false: the step has no masked element / no logit transform, decided at
 // compile time (a runtime test inside the unrolled loop cost a branch and its reconvergence per
-// element); true: masked / transform, also tested at run time, for the dropout kernels, whose
-// Philox code in four copies spilled up to 1.7 KB.
+// element); true: masked / transform, also tested at run time. (The dropout kernels took the
+// general variant while the Philox code sat inside it: four copies spilled up to 1.7 KB; the
+// step's keep bits now come before, from keep_bits.)
 template <class T, bool kMasked, bool kTransform>
 __device__ __forceinline__ void bwd_pointwise(float (&st)[T::kSKeys / 16][T::kSQueries / 8][4],
                                               float (&dpt)[T::kSKeys / 16][T::kSQueries / 8][4],
                                               const float* lse2, const float* dsum, float scale,
                                               const Logit<float>& logit, const StepWindow& win,
-                                              const DropoutStream& drop, uint32_t bh, int64_t m0,
-                                              int64_t n0, int key0, int query0, int g, int t,
-                                              bool masked, bool transform) {
+                                              float keep_scale, uint32_t kept_bits, int key0,
+                                              int query0, int g, int t, bool masked,
+                                              bool transform) {
   const float scale_log2 = scale * kLog2e;
   const float inv_softcap = kTransform && logit.softcap > 0.f ? 1.f / logit.softcap : 0.f;
-  uint32_t kept_bits = 0;
-  if constexpr (T::kDropout) kept_bits = keep_bits<T>(drop, bh, m0, n0, key0, query0, g, t);
 #pragma unroll
   for (int nt = 0; nt < T::kSQueries / 8; ++nt) {
     const int q2 = query0 + 8 * nt + 2 * t;
@@ -462,7 +460,7 @@ __device__ __forceinline__ void bwd_pointwise(float (&st)[T::kSKeys / 16][T::kSQ
         float dp = dpt[mt][nt][e], pk = pr;
         if constexpr (T::kDropout) {
           const bool kept = (kept_bits >> (4 * (mt * (T::kSQueries / 8) + nt) + e)) & 1u;
-          dp = kept ? dp * drop.keep_scale : 0.f;
+          dp = kept ? dp * keep_scale : 0.f;
           pk = kept ? pr : 0.f;
         }
         st[mt][nt][e] = pk;
@@ -716,23 +714,25 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
         }
       }
     };
+    // The step's keep-mask first, while only dK / dV hold registers (after the two products,
+    // next to Sᵀ and dPᵀ, ptxas spilled d = 128 200 bytes).
+    uint32_t kept_bits = 0;
+    if constexpr (T::kDropout)
+      kept_bits = keep_bits<T>(drop, uint32_t(b * p.heads_q + hq), m0, n0, s_key0, s_query0, g, t);
     s_gemm(st, aK, aQ);
     s_gemm(dpt, aV, adO);
 
     const bool masked = mb < unmasked.begin || mb >= unmasked.end;
-    const uint32_t bh = uint32_t(b * p.heads_q + hq);  // the dropout stream's matrix
     auto pointwise = [&](auto kMasked, auto kTransform) {
       // The step's window only where it is read (a mask or ALiBi's distance).
       const StepWindow win(vis, m0, n0, sq.len_k, kN);
       bwd_pointwise<T, decltype(kMasked)::value, decltype(kTransform)::value>(
-          st, dpt, lse, dsum, scale, logit, win, drop, bh, m0, n0, s_key0, s_query0, g, t, masked,
-          transform);
+          st, dpt, lse, dsum, scale, logit, win, drop.keep_scale, kept_bits, s_key0, s_query0, g,
+          t, masked, transform);
     };
     using Yes = std::true_type;
     using No = std::false_type;
-    if constexpr (T::kDropout)
-      pointwise(Yes{}, Yes{});
-    else if (masked)
+    if (masked)
       transform ? pointwise(Yes{}, Yes{}) : pointwise(Yes{}, No{});
     else
       transform ? pointwise(No{}, Yes{}) : pointwise(No{}, No{});

@@ -344,12 +344,13 @@ __device__ __forceinline__ void softmax_update(float (&s)[T::kMTiles][T::kBlockN
 }
 
 // Dropout of one tile's P (kDropout kernels), after the row sums took the undropped P: element
-// (row, key) is kept with the word common/philox.h assigns it, so the keep-mask is the CPU
+// (row, key) is kept with the slice common/philox.h assigns it, so the keep-mask is the CPU
 // backend's bit for bit. Dropped elements become 0; kept ones stay unscaled, and the epilogue
 // multiplies O by 1 / (1 - p) in fp32 (scaling P first would round P / (1 - p) to 16 bits: a
-// 0.1% bias in bf16 that shows in the backward's D = rowsum(dO ∘ O)). Thread t holds keys
-// 8 nt + 2t, + 1 of each n-tile: words 2 (t % 2), + 1 of the Philox block of columns
-// 4 ((n0 + 8 nt) / 4 + t / 2) .. + 3.
+// 0.1% bias in bf16 that shows in the backward's D = rowsum(dO ∘ O)). Lane (g, t) holds rows
+// g, g + 8 of each m-tile and keys 8 nt + 2t + e (e < 2) of each n-tile: for each m-tile, 32-key
+// group and e, the eight elements of one Philox block (rows g + 8 a, n-tiles 4 jb + c), so it
+// evaluates its own blocks and exchanges nothing (the tile starts on a 32-key boundary).
 struct FwdDropout {
   DropoutStream drop;
   uint32_t bh;  // b * heads_q + h: the stream's matrix
@@ -360,28 +361,22 @@ template <class T>
 __device__ __forceinline__ void apply_dropout(const FwdDropout& dr, int n0,
                                               float (&s)[T::kMTiles][T::kBlockN / 8][4],
                                               int lane) {
+  static_assert(T::kBlockN % DropoutStream::kCols == 0, "key tiles of whole dropout blocks");
   const int t = lane % 4;
-  // Lanes t and t ^ 1 need the same Philox block for both their rows: lane parity q computes
-  // row q's (r = q) and hands its partner the two words the partner needs of it.
-  const int q = t & 1;
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < T::kBlockN / 8; ++nt) {
-      const Philox4 w = dr.drop.words(dr.bh, uint32_t(dr.row_g + 16 * mt + 8 * q),
-                                      uint32_t((n0 + 8 * nt) / 4 + t / 2));
-      const uint32_t own0 = q ? w.x[2] : w.x[0], own1 = q ? w.x[3] : w.x[1];
-      const uint32_t got0 = __shfl_xor_sync(0xffffffffu, q ? w.x[0] : w.x[2], 1);
-      const uint32_t got1 = __shfl_xor_sync(0xffffffffu, q ? w.x[1] : w.x[3], 1);
+    for (int jb = 0; jb < T::kBlockN / 32; ++jb)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const bool mine = r == q;
-        float& s0 = s[mt][nt][2 * r];
-        float& s1 = s[mt][nt][2 * r + 1];
-        if (!dr.drop.keep(mine ? own0 : got0)) s0 = 0.f;
-        if (!dr.drop.keep(mine ? own1 : got1)) s1 = 0.f;
+      for (int e = 0; e < 2; ++e) {
+        const Philox4 w = dr.drop.block(dr.bh, uint32_t(dr.row_g + 16 * mt),
+                                        uint32_t(n0 + 32 * jb + 2 * t + e));
+#pragma unroll
+        for (int a = 0; a < 2; ++a)
+#pragma unroll
+          for (int c = 0; c < 4; ++c)
+            if (!dr.drop.keep_in(w, a, c)) s[mt][4 * jb + c][2 * a + e] = 0.f;
       }
-    }
 }
 
 }  // namespace fa::cuda::sm80

@@ -94,7 +94,8 @@ struct FwdTraits {
   //  0.94-1.06x in the same run).  d = 96: 32, the only choice without spills next to its
   //  96-register O.  d = 128: 32 next to the 128-register O (48: 0.90-1.00x, 64: 0.89-0.95x,
   //  both spill; 32: 0.89-1.03x).  Wide: 64 with the split pipeline below.
-  static constexpr int kBlockN = kHeadDim <= 32    ? FA_SM80_FWD_BLOCK_N_D32
+  //  Dropout: whole 32-key blocks of the keep-mask (apply_dropout), so 32 at d = 32.
+  static constexpr int kBlockN = kHeadDim <= 32    ? (kDropout ? 32 : FA_SM80_FWD_BLOCK_N_D32)
                                  : kHeadDim <= 64 ? FA_SM80_FWD_BLOCK_N_D64
                                  : kHeadDim <= 96 ? FA_SM80_FWD_BLOCK_N_D96
                                  : kHeadDim == 128 ? FA_SM80_FWD_BLOCK_N_D128
