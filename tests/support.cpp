@@ -273,6 +273,7 @@ Dense reference(const Problem& pr, bool use_float, bool grads, bool round_p) {
     if (use_float) {
       // Its backward reads that stored output for D = rowsum(dO * O), as FlashAttention's does.
       cpu::ReferenceOptions opts;
+      opts.round_p = round_p;
       opts.stored_out_delta = true;
       cpu::reference_backward<float>(p, wsb.data(), wsb.size(), threads, opts);
     } else {

@@ -97,8 +97,8 @@ struct Dense {
 
 // fp64 oracle (Acc = double) or the naive same-precision baseline (Acc = float, P rounded to the
 // input dtype). `grads` also runs the backward with the problem's dout.
-// round_p (naive only) also rounds the normalised P to the 16-bit type before P·V, as a naive
-// 16-bit GPU implementation does: the baseline of the GPU kernels' accuracy rule.
+// round_p (naive only) also rounds the normalised P to the 16-bit type before P·V and dV = Pᵀ dO,
+// as a naive 16-bit GPU implementation does: the baseline of the GPU kernels' accuracy rule.
 Dense reference(const Problem& pr, bool use_float, bool grads, bool round_p = false);
 // The problem's own outputs as Dense.
 Dense outputs(const Problem& pr, bool grads);

@@ -216,7 +216,9 @@ void reference_backward(const Params& p, void* workspace, size_t bytes, int thre
           const Acc keep = p.dropout_p > 0.f ? keep_factor<Acc>(drop, bh, i, j) : Acc(1);
           dP[j] = dot * keep;
           D += prow[j] * dP[j];
-          for (int64_t c = 0; c < d; ++c) dV[j * d + c] += prow[j] * keep * g[c];
+          // The same 16-bit P in dV = Pᵀ dO as in the forward's P·V (round_p).
+          const Acc pv = opts.round_p ? Acc(round_to(p.dtype, float(prow[j]))) : prow[j];
+          for (int64_t c = 0; c < d; ++c) dV[j * d + c] += pv * keep * g[c];
         }
         if (opts.stored_out_delta) {
           gather(p.out, b, sq.q_start + i, 1, h, d, o);

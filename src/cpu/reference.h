@@ -10,7 +10,8 @@
 namespace fa::cpu {
 
 struct ReferenceOptions {
-  // Round the normalised P to p.dtype before P·V, as a naive 16-bit implementation does.
+  // Round the normalised P to p.dtype before P·V and, in the backward, before dV = Pᵀ dO, as a
+  // naive 16-bit implementation does.
   bool round_p = false;
   // Backward: D_i = rowsum(dO_i * out_i) from the stored (dtype-rounded) out, as every
   // FlashAttention backward must, instead of the exact rowsum(P_i * dP_i).
