@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "api/params.h"
+#include "common/philox.h"
 
 namespace fa::cpu {
 
@@ -13,8 +14,8 @@ namespace fa::cpu {
 // stays in a 512 KB L2 with room for the next tile; at d = 256 it is ~330 KB, still in L2.
 constexpr int64_t kBlockM = 64;  // query rows per task
 constexpr int64_t kBlockN = 64;  // keys per step of the inner loop
-// The dropout mask is drawn 32 columns at a time (DropoutStream::keep_row32, aligned).
-static_assert(kBlockN % 32 == 0, "key tiles are whole 32-column dropout blocks");
+// The dropout mask is drawn a block's columns at a time (DropoutStream::keep_row32, aligned).
+static_assert(kBlockN % DropoutStream::kCols == 0, "key tiles are whole dropout blocks");
 // Tiles are padded to the GEMM micro-kernel's 16 columns (see tile.h).
 constexpr int64_t kPadCols = 16;
 constexpr int64_t kPadRows = 4;

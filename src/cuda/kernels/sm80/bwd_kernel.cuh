@@ -385,7 +385,7 @@ __device__ __forceinline__ uint32_t keep_bits(const DropoutStream& drop, uint32_
   for (int ntp = 0; ntp < kSNt / 2; ++ntp)
 #pragma unroll
     for (int eq = 0; eq < 2; ++eq) {
-      const Philox4 w = drop.block(bh, row0 + 16 * ntp + eq, col);
+      const Philox4 w = drop.block(bh, row0 + DropoutStream::kRows * ntp + eq, col);
 #pragma unroll
       for (int a = 0; a < 2; ++a)
 #pragma unroll

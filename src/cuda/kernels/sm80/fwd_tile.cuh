@@ -361,16 +361,17 @@ template <class T>
 __device__ __forceinline__ void apply_dropout(const FwdDropout& dr, int n0,
                                               float (&s)[T::kMTiles][T::kBlockN / 8][4],
                                               int lane) {
-  static_assert(T::kBlockN % DropoutStream::kCols == 0, "key tiles of whole dropout blocks");
+  constexpr int kCols = int(DropoutStream::kCols);  // keys a Philox block spans
+  static_assert(T::kBlockN % kCols == 0, "key tiles of whole dropout blocks");
   const int t = lane % 4;
 #pragma unroll
   for (int mt = 0; mt < T::kMTiles; ++mt)
 #pragma unroll
-    for (int jb = 0; jb < T::kBlockN / 32; ++jb)
+    for (int jb = 0; jb < T::kBlockN / kCols; ++jb)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const Philox4 w = dr.drop.block(dr.bh, uint32_t(dr.row_g + 16 * mt),
-                                        uint32_t(n0 + 32 * jb + 2 * t + e));
+                                        uint32_t(n0 + kCols * jb + 2 * t + e));
 #pragma unroll
         for (int a = 0; a < 2; ++a)
 #pragma unroll
