@@ -16,6 +16,8 @@ deterministic=1 while the library accepts it), torch.autograd.grad for torch-fa2
 Exit status 2 when the library refuses the backward (its message on stderr).
 
   python3 bench/gpu_bench.py --json out.json [--quick] [--commit SHA] [--op bwd] [--dropout P]
+      [--causal both|no|yes] [--variant ENV=VALUE ...] [--seqlens 1024,...] [--dtypes bf16,...]
+      [--no-det]
 """
 import argparse
 import json
@@ -34,6 +36,7 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # --dropout: every backend drops with this probability (ours with a fixed seed, SDPA with torch's
 # generator), so the spot checks against FA2 are skipped (different masks).
 DROPOUT = 0.0
+VARIANTS = []  # --variant ENV=VALUE: ours timed again with that environment variable set
 
 
 def our_call(lib, p, stream, backward):
@@ -65,6 +68,18 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det):
         st["flashattn"] = our_call(lib, p, stream, True)
         sets.append(st)
     res = {"flashattn": time_fn([st["flashattn"] for st in sets], repeats)}
+    for var in VARIANTS:  # the library reads these per call: set while making and timing
+        name, value = var.split("=", 1)
+        old = os.environ.get(name)
+        os.environ[name] = value
+        try:
+            fns = [our_call(lib, params(st, False), stream, True) for st in sets]
+            res[f"flashattn[{var}]"] = time_fn(fns, repeats)
+        finally:
+            if old is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = old
     if det[0]:
         try:
             for st in sets:
@@ -117,7 +132,9 @@ def bwd_table(rows):
         keyed.setdefault((r["dtype"], r["d"], r["causal"], r["s_q"]), {})[r["backend"]] = r
     det = any(r["backend"] == "flashattn-det" for r in rows)
     print(f"\n{'case':<26}{'ours':>7}{'fa2':>7}{'cudnn':>7}{'/fa2':>7}{'/cudnn':>8}" +
-          (f"{'det':>7}{'det/ours':>10}" if det else ""))
+          (f"{'det':>7}{'det/ours':>10}" if det else "") +
+          "".join(f"  {'[' + v + ']':>{max(len(v) + 2, 7)}}{'/fa2':>7}{'ours/it':>8}"
+                  for v in VARIANTS))
 
     def tf(r):
         return f"{r['tflops']:>7.0f}" if r else f"{'-':>7}"
@@ -131,6 +148,10 @@ def bwd_table(rows):
         line = f"{case:<26}{tf(o)}{tf(f2)}{tf(cu)}{ratio(o, f2, 7)}{ratio(o, cu, 8)}"
         if det:
             line += tf(dd) + (f"{dd['ms'] / o['ms']:>10.2f}" if dd and o else f"{'-':>10}")
+        for var in VARIANTS:  # the variant's TFLOP/s, its ratio to FA2, ours over it (speed)
+            vr = v.get(f"flashattn[{var}]")
+            line += ("  " + f"{tf(vr).strip():>{max(len(var) + 2, 7)}}" + ratio(vr, f2, 7) +
+                     ratio(o, vr, 8))
         print(line)
 
 
@@ -146,22 +167,36 @@ def main():
                     help="the pass to time (backward: FLOPs 2.5 x the forward's)")
     ap.add_argument("--dropout", type=float, default=0.0,
                     help="dropout probability for every backend (spot checks skipped)")
+    ap.add_argument("--causal", default="both", choices=("both", "no", "yes"),
+                    help="the cells to run: full attention, causal or both")
+    ap.add_argument("--variant", action="append", default=[], metavar="ENV=VALUE",
+                    help="--op bwd: also time ours with this environment variable set, in the "
+                         "same cell (backend flashattn[ENV=VALUE]); repeatable")
+    ap.add_argument("--seqlens", help="comma-separated seqlens instead of the grid's (or --quick's)")
+    ap.add_argument("--dtypes", help="comma-separated dtypes (bf16, fp16) instead of the grid's")
+    ap.add_argument("--no-det", action="store_true", help="--op bwd: skip the deterministic mode")
     args = ap.parse_args()
     global DROPOUT
     DROPOUT = args.dropout
+    VARIANTS.extend(args.variant)
+    causals = {"both": (False, True), "no": (False,), "yes": (True,)}[args.causal]
 
     lib = fa_ctypes.load(args.lib)
     torch.manual_seed(0)
     seqlens = [1024, 4096, 16384] if args.quick else [512, 1024, 2048, 4096, 8192, 16384]
     dtypes = ["bf16"] if args.quick else ["bf16", "fp16"]
+    if args.seqlens:
+        seqlens = [int(x) for x in args.seqlens.split(",")]
+    if args.dtypes:
+        dtypes = args.dtypes.split(",")
     stream = torch.cuda.current_stream().cuda_stream
     rows = []
-    det = [True]  # flashattn-det runs until the library refuses deterministic=1
+    det = [not args.no_det]  # flashattn-det runs until the library refuses deterministic=1
     ceil = ceilings()
     print(f"ceilings: {ceil}", file=sys.stderr)
     for dt in dtypes:
         for d in (int(x) for x in args.dims.split(",")):
-            for causal in (False, True):
+            for causal in causals:
                 for s in seqlens:
                     b, h = 16384 // s, 2048 // d
                     flops = 4 * b * h * s * s * d / (2 if causal else 1)

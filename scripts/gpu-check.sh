@@ -33,7 +33,7 @@ if [ $rc -ne 0 ]; then tail -40 "$out/build.log"; exit 1; fi
 
 t0=$(date +%s)
 ./build-gpu/tests/fa_tests \
-  --gtest_filter='Grid/Gpu*:*VanillaGpu*:GpuBackward*:HeadDims/GpuDropout*:HeadDims/GpuDeterministic*' \
+  --gtest_filter='Grid/Gpu*:*VanillaGpu*:GpuBackward*:HeadDims/GpuDropout*:HeadDims/GpuDeterministic*:HeadDims/GpuBwdTail*' \
   > "$out/gpu-tests.log" 2>&1
 rc=$?
 summary+=("gpu tests: rc=$rc, $(grep -cE '^\[ +OK' "$out/gpu-tests.log") ok, $(grep -cE '^\[  FAILED' "$out/gpu-tests.log") failed lines, $(grep -cE '^\[  SKIPPED' "$out/gpu-tests.log") skipped, $(( $(date +%s) - t0 ))s")
@@ -41,10 +41,10 @@ summary+=("gpu tests: rc=$rc, $(grep -cE '^\[ +OK' "$out/gpu-tests.log") ok, $(g
 t0=$(date +%s)
 {
   echo "== memcheck"; compute-sanitizer --tool memcheck --error-exitcode 9 \
-    ./build-gpu/tests/fa_tests --gtest_filter='*Gpu*s113x203*:*GpuDropout*d64' > "$out/memcheck.log" 2>&1
+    ./build-gpu/tests/fa_tests --gtest_filter='*Gpu*s113x203*:*GpuDropout*d64:HeadDims/GpuBwdTail*d64' > "$out/memcheck.log" 2>&1
   echo "rc=$?"
   echo "== racecheck"; compute-sanitizer --tool racecheck --error-exitcode 9 \
-    ./build-gpu/tests/fa_tests --gtest_filter='*Gpu*_d64_*s113x203*:*Gpu*s113x203*_d64*:Grid/Gpu*s799x3*' > "$out/racecheck.log" 2>&1
+    ./build-gpu/tests/fa_tests --gtest_filter='*Gpu*_d64_*s113x203*:*Gpu*s113x203*_d64*:Grid/Gpu*s799x3*:HeadDims/GpuBwdTail*d64' > "$out/racecheck.log" 2>&1
   echo "rc=$?"
 } > "$out/sanitizer.log" 2>&1
 summary+=("sanitizer: $(cat "$out/sanitizer.log" <(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/memcheck.log" "$out/racecheck.log") | grep -E '^rc=|SUMMARY' | tr '\n' ' ') $(( $(date +%s) - t0 ))s")

@@ -258,6 +258,92 @@ TEST_P(GpuBwdSmallSmem, GradientsMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Grid, GpuBwdSmallSmem, ::testing::ValuesIn(small_smem_grid()),
                          CaseTestName());
 
+// The split tail (bwd_sm80.h, BwdTail): full attention whose key tiles x kv heads x batch are
+// more than a wave of blocks on the H200 (132 SMs) and leave a tail of a few tiles (135 tiles of
+// 128 keys up to d 128, 270 of 64 above), so that the whole-tile kernel and the tail kernel
+// both run, with GQA (steps = query tiles x 2 heads) and a partial last key tile. Gradients by the
+// rule, with the split tail and without it (FA_SM80_BWD_TAIL=0); dK and dV bit-identical over 20
+// runs in the default mode (the tail's partial sums are added in a fixed order). The tiles have 2
+// (d 64) or 4 steps: the test lowers the tail's minimum (FA_SM80_BWD_TAIL_MIN_STEPS=1), so that
+// a tile is split over up to 4 blocks. On other GPUs the tail is smaller or larger, or absent:
+// the same checks hold.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
+struct TailCase {
+  fa_dtype dtype;
+  int64_t head_dim;
+};
+class GpuBwdTail : public ::testing::TestWithParam<TailCase> {};
+
+TEST_P(GpuBwdTail, GradientsMatchReferenceAndDkDvRepeat) {
+  std::string why;
+  if (skip_without_gpu(&why) || skip_head_dim_not_built(GetParam().head_dim, &why))
+    GTEST_SKIP() << why;
+#ifdef FA_TEST_CUDA
+  Case c;
+  c.dtype = GetParam().dtype;
+  c.batch = 3;
+  c.heads_q = 10;
+  c.heads_kv = 5;
+  c.seqlen_q = 70;
+  c.seqlen_k = 1100;
+  c.head_dim = GetParam().head_dim;
+  c.pad = 8;
+  c.seed = 777;
+  Problem pr(c);
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  if (backward_unavailable(dev.p, &why)) GTEST_SKIP() << why;
+  run_pass(dev.p, false);
+  if (HasFatalFailure()) return;
+  const ScopedEnv min_steps("FA_SM80_BWD_TAIL_MIN_STEPS", "1");
+  {
+    const ScopedEnv off("FA_SM80_BWD_TAIL", "0");
+    run_pass(dev.p, true);
+    if (HasFatalFailure()) return;
+    SCOPED_TRACE("FA_SM80_BWD_TAIL=0");
+    expect_device_results(pr, dev, true);
+  }
+  auto snapshot = [&](const DeviceTensor& t, HostTensor& h) {
+    t.copy_to(h);
+    const auto* b = static_cast<const unsigned char*>(h.data());
+    return std::vector<unsigned char>(b, b + h.storage_bytes());
+  };
+  run_pass(dev.p, true);
+  if (HasFatalFailure()) return;
+  const auto dk0 = snapshot(dev.dk, pr.dk), dv0 = snapshot(dev.dv, pr.dv);
+  expect_device_results(pr, dev, true);
+  int differing = 0;
+  for (int run = 1; run < 20; ++run) {
+    run_pass(dev.p, true);
+    if (HasFatalFailure()) return;
+    differing += snapshot(dev.dk, pr.dk) != dk0;
+    differing += snapshot(dev.dv, pr.dv) != dv0;
+  }
+  EXPECT_EQ(differing, 0) << "dK / dV tensors that differed from the first run's, over 19 runs";
+#endif
+}
+
+// The three benchmark head dims, and fp16 at head dims below their kernel's (d 40 on the d 64
+// kernel, 200 on the d 224 one: the conversion's column test) and d 96.
+INSTANTIATE_TEST_SUITE_P(HeadDims, GpuBwdTail,
+                         ::testing::Values(TailCase{FA_DTYPE_BF16, 64}, TailCase{FA_DTYPE_BF16, 128},
+                                           TailCase{FA_DTYPE_BF16, 256}, TailCase{FA_DTYPE_FP16, 40},
+                                           TailCase{FA_DTYPE_FP16, 96},
+                                           TailCase{FA_DTYPE_FP16, 200}),
+                         [](const ::testing::TestParamInfo<TailCase>& info) {
+                           return std::string(info.param.dtype == FA_DTYPE_BF16 ? "bf16" : "fp16") +
+                                  "_d" + std::to_string(info.param.head_dim);
+                         });
+
 // What no configuration covers is refused with both figures: d 160 / 192 under the sm86 / sm89
 // cap (112.5 KB compact); a malformed cap is refused too.
 TEST(GpuBackward, SmallSmemRefusalsNameTheFigures) {

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/mask.h"
@@ -220,6 +221,61 @@ TEST(TileRanges, KeyTilesReachAQueryTileInDescendingOrder) {
               }
             }
         }
+}
+
+
+// The backward's split tail (bwd_tail_split, TailShare): the plan covers every tile once, leaves
+// whole waves to the whole-tile kernel, and shares the tail's steps out so that every block gets
+// at least one, no block spans more than two tiles (the kernel keeps two partial sums a block),
+// and a tile's parts are exactly the blocks block_of names, in the slot the epilogue reads.
+TEST(TileRanges, SplitTailSharesEveryStepOnceOverAtMostTwoTilesABlock) {
+  int planned = 0;
+  for (int sms : {1, 7, 132})
+    for (int64_t steps : {1, 2, 3, 8, 17})
+      for (int64_t tiles = 1; tiles <= 300; ++tiles) {
+        const BwdTail plan = bwd_tail_split(tiles, steps, sms, 1);
+        // Tiles of fewer steps than the minimum: whole-tile blocks only.
+        const BwdTail short_tiles = bwd_tail_split(tiles, steps, sms, int(steps) + 1);
+        EXPECT_EQ(short_tiles.ctas, 0) << tiles;
+        EXPECT_EQ(short_tiles.dp_tiles, tiles) << tiles;
+        const std::string what = "sms=" + std::to_string(sms) + " steps=" + std::to_string(steps) +
+                                 " tiles=" + std::to_string(tiles);
+        const int64_t rem = tiles % sms;
+        if (plan.ctas == 0) {
+          EXPECT_EQ(plan.dp_tiles, tiles) << what;
+          EXPECT_TRUE(rem == 0 || 4 * rem > 3 * sms) << what;
+          continue;
+        }
+        ++planned;
+        ASSERT_EQ(plan.tiles, rem) << what;
+        ASSERT_EQ(plan.dp_tiles + plan.tiles, tiles) << what;
+        ASSERT_EQ(plan.dp_tiles % sms, 0) << what;
+        ASSERT_EQ(plan.units, plan.tiles * steps) << what;
+        ASSERT_LE(plan.ctas, sms) << what;
+        const TailShare share{plan.units, plan.ctas};
+        ASSERT_EQ(share.first(0), 0) << what;
+        ASSERT_EQ(share.first(plan.ctas), plan.units) << what;
+        std::vector<std::vector<std::pair<int64_t, int>>> parts(size_t(plan.tiles));  // (block, slot)
+        for (int64_t c = 0; c < plan.ctas; ++c) {
+          const int64_t u0 = share.first(c), u1 = share.first(c + 1);
+          ASSERT_LT(u0, u1) << what << " block " << c << " has no step";
+          for (int64_t v = u0; v < u1; ++v) ASSERT_EQ(share.block_of(v), c) << what << " v=" << v;
+          const int64_t t0 = u0 / steps, t1 = (u1 - 1) / steps;
+          ASSERT_LE(t1 - t0, 1) << what << " block " << c << " spans more than two tiles";
+          for (int64_t t = t0; t <= t1; ++t) parts[size_t(t)].push_back({c, t == t0 ? 0 : 1});
+        }
+        for (int64_t t = 0; t < plan.tiles; ++t) {
+          const int64_t lo = share.block_of(t * steps), hi = share.block_of(t * steps + steps - 1);
+          ASSERT_EQ(int64_t(parts[size_t(t)].size()), hi - lo + 1) << what << " tile " << t;
+          for (int64_t c = lo; c <= hi; ++c) {
+            const auto& part = parts[size_t(t)][size_t(c - lo)];
+            EXPECT_EQ(part.first, c) << what << " tile " << t;
+            // The epilogue's slot rule: the block's first tile is its slot 0.
+            EXPECT_EQ(part.second, share.first(c) / steps == t ? 0 : 1) << what << " tile " << t;
+          }
+        }
+      }
+  EXPECT_GT(planned, 100);
 }
 
 }  // namespace

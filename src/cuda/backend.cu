@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "api/error.h"
@@ -112,6 +113,26 @@ int bwd_smem_optin(const Params& p) {
     fail(FA_ERROR_UNSUPPORTED, "environment FA_SM80_BWD_SMEM_LIMIT=", cap,
          " must be a positive number of bytes");
   return v < device ? int(v) : device;
+}
+
+int bwd_tail_min_steps() {
+  const char* off = std::getenv("FA_SM80_BWD_TAIL");
+  if (off != nullptr && std::strcmp(off, "0") == 0) return 0;
+  const char* v = std::getenv("FA_SM80_BWD_TAIL_MIN_STEPS");
+  if (v == nullptr || *v == '\0') return kBwdTailMinSteps;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n <= 0 || n > (1 << 30))
+    fail(FA_ERROR_UNSUPPORTED, "environment FA_SM80_BWD_TAIL_MIN_STEPS=", v,
+         " must be a positive number of steps");
+  return int(n);
+}
+
+size_t bwd_workspace_bytes(const Params& p, int kernel_d) {
+  const int smem_optin = bwd_smem_optin(p);
+  return bwd_layout(p, kernel_d,
+                    bwd_tail(p, kernel_d, smem_optin, device_props(p.device.index).sms))
+      .bytes();
 }
 }  // namespace sm80
 #endif

@@ -8,6 +8,7 @@
 
 #include "api/params.h"
 #include "cuda/arch/mma.cuh"
+#include "cuda/kernels/sm80/tile_ranges.h"  // BwdTail, bwd_tail_split
 
 namespace fa::cuda::sm80 {
 
@@ -20,27 +21,26 @@ constexpr int kBwdWideBlockM = 128;
 constexpr int kBwdSpareRows = kBwdWideBlockM;
 
 // Workspace of a backward with a kernel of head dim kernel_d, in this order: the fp32 dQ
-// accumulator (heads_q x rows x kernel_d), the deterministic mode's semaphores (int32, heads_q x
-// batch x query tiles of the longest sequence), D = rowsum(dO ∘ O) and
-// LSE · log2 e (heads_q x rows each), rows = total_q + batch x kBwdSpareRows (each sequence has
-// kBwdSpareRows spare rows, for the main kernel's partial query tiles). All 4-byte elements.
+// accumulator (heads_q x rows x kernel_d), the split tail's step counters (BwdTail: int32 a
+// tail tile, padded to 4), the deterministic mode's semaphores (int32, heads_q x batch x query
+// tiles of the longest sequence), D = rowsum(dO ∘ O) and LSE · log2 e (heads_q x rows each),
+// rows = total_q + batch x kBwdSpareRows (each sequence has kBwdSpareRows spare rows, for the
+// main kernel's partial query tiles), then from a 16-byte boundary the split tail's fp32 partial
+// dK / dV (2 per tail block: bwd_tail_part_elems each). All 4-byte elements. The first three
+// parts are adjacent: one clear; the partial sums are written whole, never cleared. No split
+// tail: no counters, no partial sums.
 struct BwdLayout {
-  size_t dq_acc_elems, sem_elems, dsum_elems, lse2_elems, m_blocks;
-  size_t bytes() const { return (dq_acc_elems + sem_elems + dsum_elems + lse2_elems) * 4; }
+  size_t dq_acc_elems, tail_cnt_elems, sem_elems, dsum_elems, lse2_elems, pad_elems,
+      tail_part_elems, m_blocks;
+  size_t bytes() const {
+    return (dq_acc_elems + tail_cnt_elems + sem_elems + dsum_elems + lse2_elems + pad_elems +
+            tail_part_elems) *
+           4;
+  }
 };
 // Workspace rows of one head (BwdWorkspace::rows).
 inline size_t bwd_rows(const Params& p) {
   return size_t(p.total_q) + size_t(p.batch) * size_t(kBwdSpareRows);
-}
-inline BwdLayout bwd_layout(const Params& p, int kernel_d) {
-  BwdLayout l;
-  const size_t rows = size_t(p.heads_q) * bwd_rows(p);
-  l.m_blocks = size_t((p.seqlen_q + kBwdBlockM - 1) / kBwdBlockM);
-  l.dq_acc_elems = rows * size_t(kernel_d);
-  l.sem_elems = size_t(p.heads_q) * size_t(p.batch) * l.m_blocks;
-  l.dsum_elems = rows;
-  l.lse2_elems = rows;
-  return l;
 }
 // Keys per block of the main kernel (BwdTraits::kBlockN): 128 up to d = 128; above, 64, so that
 // dK and dV (kBlockN x d fp32 over the block's 256 threads) stay at 128 registers a thread.
@@ -81,9 +81,75 @@ constexpr bool bwd_compact(int kernel_d, int smem_optin) {
 // A100: 166912). Read on every call.
 int bwd_smem_optin(const Params& p);
 
-inline size_t bwd_workspace_bytes(const Params& p, int kernel_d) {
-  return bwd_layout(p, kernel_d).bytes();
+// The fewest steps a key tile must have for the split tail (bwd_tail): kBwdTailMinSteps, or the
+// environment variable FA_SM80_BWD_TAIL_MIN_STEPS (a positive number); 0 (no split tail) where
+// FA_SM80_BWD_TAIL is "0". Switches for measuring the tail against whole-tile blocks in one
+// build; read on every call. The default from the H200 (docs/performance.md, twelfth session):
+// with 8-32 steps a tile the tail's fixed costs outweighed the partial wave it saves.
+constexpr int kBwdTailMinSteps = 64;
+int bwd_tail_min_steps();
+
+// Whether the main kernel runs 128-query steps (bwd_wide_m), which the postprocess must know (the
+// dQ accumulator's tile order follows the step). Not with dropout: its Philox state on top of
+// the wider step's Sᵀ / dPᵀ spilled 936 bytes at d = 64. smem_optin: bwd_smem_optin(p).
+inline bool bwd_wide(const Params& p, int kernel_d, int smem_optin) {
+  return p.dropout_p == 0.f && bwd_wide_m(kernel_d, smem_optin);
 }
+
+// The split tail of the main kernel's grid. The grid's blocks each take one key tile (of one kv
+// head and batch entry) and walk every step of it, one block per SM (the kernel's registers
+// allow no second). When every tile has the same steps (no mask, fixed lengths), the tiles past
+// the last whole wave of sms blocks would run as a partial last wave, which takes as long as a
+// whole one (at d 64, 4096 tiles on 132 SMs: 32 waves for 31.03 waves of work; at d 128 / 256,
+// 2048 tiles: 16 for 15.5). Instead a second kernel, launched after the dp_tiles whole-tile
+// blocks, shares their steps out evenly over `ctas` blocks (TailShare, tile-major order); as the
+// tail is under a wave, a block's steps span two tiles at most. A block that takes part of a
+// tile stores its dK / dV as an fp32 partial sum and counts its steps on the tile; the block
+// whose count completes the tile adds the parts in block order and writes dk / dv, so that they
+// do not depend on which block finished last. Not in deterministic mode (the dQ order there
+// would make blocks of the tail wait on each other), nor with dropout (no tail kernel is built
+// for it), nor where the tail is more than 3/4 of a wave or a tile has fewer than
+// bwd_tail_min_steps() steps (the gain would not pay for the split tiles' extra K / V loads, the
+// partial sums and the second launch).
+// This call's tail: its kernel's tile sizes (wide, compact), and no mask, fixed lengths, default
+// mode.
+inline BwdTail bwd_tail(const Params& p, int kernel_d, int smem_optin, int sms) {
+  if (p.varlen() || p.deterministic || p.dropout_p > 0.f || p.window_left >= 0 ||
+      p.window_right >= 0 || p.seqlen_q <= 0 || p.seqlen_k <= 0)
+    return bwd_tail_split(0, 0, 0, 0);
+  const int min_steps = bwd_tail_min_steps();
+  if (min_steps == 0) return bwd_tail_split(0, 0, 0, 0);
+  const bool compact = kernel_d > 64 && bwd_compact(kernel_d, smem_optin);
+  const int block_n = compact ? kBwdCompactBlockN : bwd_block_n(kernel_d);
+  const int block_m = bwd_wide(p, kernel_d, smem_optin) ? kBwdWideBlockM : kBwdBlockM;
+  const int64_t n_tiles = (p.seqlen_k + block_n - 1) / block_n;
+  const int64_t steps = (p.seqlen_q + block_m - 1) / block_m * p.group();
+  BwdTail t = bwd_tail_split(n_tiles * p.heads_kv * p.batch, steps, sms, min_steps);
+  t.tiles = t.ctas > 0 ? t.tiles : 0;
+  return t;
+}
+// One partial sum of a tail tile: dK then dV, block_n x kernel_d fp32 each, row-major (the larger
+// block_n of the head dim: the compact one is smaller).
+constexpr size_t bwd_tail_part_elems(int kernel_d) {
+  return size_t(2) * size_t(bwd_block_n(kernel_d)) * size_t(kernel_d);
+}
+
+inline BwdLayout bwd_layout(const Params& p, int kernel_d, const BwdTail& tail) {
+  BwdLayout l;
+  const size_t rows = size_t(p.heads_q) * bwd_rows(p);
+  l.m_blocks = size_t((p.seqlen_q + kBwdBlockM - 1) / kBwdBlockM);
+  l.dq_acc_elems = rows * size_t(kernel_d);
+  l.tail_cnt_elems = size_t(tail.tiles + 3) / 4 * 4;
+  l.sem_elems = size_t(p.heads_q) * size_t(p.batch) * l.m_blocks;
+  l.dsum_elems = rows;
+  l.lse2_elems = rows;
+  const size_t before = l.dq_acc_elems + l.tail_cnt_elems + l.sem_elems + 2 * rows;
+  l.pad_elems = tail.ctas > 0 ? (4 - before % 4) % 4 : 0;
+  l.tail_part_elems = size_t(tail.ctas) * 2 * bwd_tail_part_elems(kernel_d);
+  return l;
+}
+
+size_t bwd_workspace_bytes(const Params& p, int kernel_d);
 
 template <int kHeadDim, typename Tag>
 void run_bwd(const Params& p, void* workspace, cudaStream_t stream);

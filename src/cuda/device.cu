@@ -28,7 +28,8 @@ DeviceProps query(int device) {
     cudaDeviceAttr attr;
   } queries[] = {{&d.major, cudaDevAttrComputeCapabilityMajor},
                  {&d.minor, cudaDevAttrComputeCapabilityMinor},
-                 {&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin}};
+                 {&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin},
+                 {&d.sms, cudaDevAttrMultiProcessorCount}};
   for (const auto& q : queries) {
     const cudaError_t e = cudaDeviceGetAttribute(q.out, q.attr, device);
     if (e != cudaSuccess)

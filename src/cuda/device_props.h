@@ -13,6 +13,7 @@ namespace fa::cuda {
 struct DeviceProps {
   int major = 0, minor = 0;  // compute capability
   int smem_optin = 0;        // dynamic shared memory a block may opt in to, bytes
+  int sms = 0;               // streaming multiprocessors
 };
 
 // Throws FA_ERROR_CUDA (naming the query) when the device cannot be queried; not cached then.

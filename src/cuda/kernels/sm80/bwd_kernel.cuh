@@ -193,6 +193,14 @@ struct BwdWorkspace {
   int64_t rows;  // rows of one head: total_q + batch * kBwdSpareRows
   int m_blocks;  // 64-row query tiles of the longest sequence (128-row steps index fewer)
   int tma;       // sm90: Q and dO arrive by TMA through the kernel's QdoMaps (else cp.async)
+  // The split tail (bwd_sm80.h, BwdTail): blocks below tail_dp take one whole key tile each
+  // (tile index = block index); the tail_ctas after them share the tail's tail_units steps
+  // (tail_steps a tile), storing a part of a tile's dK / dV whole in tail_part (two per block,
+  // tail_part_epilogue) and counting its steps in tail_cnt (per tail tile).
+  float* tail_part;
+  int* tail_cnt;
+  int64_t tail_dp, tail_units;
+  int tail_steps, tail_ctas;
 };
 
 template <typename Tag>
@@ -470,12 +478,106 @@ __device__ __forceinline__ void bwd_pointwise(float (&st)[T::kSKeys / 16][T::kSQ
   }
 }
 
-// One block: key tile nb of kv head blockIdx.y, batch blockIdx.z. Its steps walk (query head of
-// the group, query tile) pairs; the Q, dO, LSE and D of step s + 1 stream into the other buffer
-// while step s computes.
+__device__ __forceinline__ int add_acq_rel(int* p, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n"
+               : "=r"(old)
+               : "l"(p), "r"(v)
+               : "memory");
+  return old;
+}
+
+// The end of a part of a split tail tile (bwd_block): this block's dK / dV (dV times dv_scale)
+// stored whole as its partial sum `seg` (0: its first tile, 1: its second; blocks of the tail
+// span two at most), its `part` steps counted on the tile. The block whose count completes the
+// tile's `steps` adds every part's sum in block order (so that dk / dv do not depend on which
+// block finishes last) and writes dk / dv (rows below keys, columns below d; dk0 / dv0: the
+// tile's first key row). flag: a shared int no thread reads meanwhile.
+template <class T>
+__device__ __forceinline__ void tail_part_epilogue(
+    const Params& p, const BwdWorkspace& ws,
+    const float (&dk)[T::kKvKeys / 16][T::kKvCols / 8][4],
+    const float (&dv)[T::kKvKeys / 16][T::kKvCols / 8][4], float dv_scale, int64_t slot, int seg,
+    int part, int steps, int kv_key0, int kv_col0, int g, int t, uint16_t* dk0, uint16_t* dv0,
+    int keys, int d, volatile int* flag) {
+  using Tag = typename T::Tag;
+  constexpr int kD = T::kHeadDim, kN = T::kBlockN;
+  constexpr int64_t kPart = int64_t(bwd_tail_part_elems(kD));  // dK at 0, dV at kPart / 2
+  const TailShare share{ws.tail_units, ws.tail_ctas};
+  auto part_of = [&](int64_t c, int sg) { return ws.tail_part + (2 * c + sg) * kPart; };
+  float* own = part_of(blockIdx.x, seg);
+#pragma unroll
+  for (int mt = 0; mt < T::kKvKeys / 16; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int nd = 0; nd < T::kKvCols / 8; ++nd) {
+        const int off = (kv_key0 + 16 * mt + g + 8 * r) * kD + kv_col0 + 8 * nd + 2 * t;
+        *reinterpret_cast<float2*>(own + off) = make_float2(dk[mt][nd][2 * r], dk[mt][nd][2 * r + 1]);
+        *reinterpret_cast<float2*>(own + kPart / 2 + off) =
+            make_float2(dv[mt][nd][2 * r] * dv_scale, dv[mt][nd][2 * r + 1] * dv_scale);
+      }
+  // Every thread's stores before the count (release), the last block's reads after it (acquire,
+  // then the barrier).
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) *flag = add_acq_rel(ws.tail_cnt + slot, part) + part == steps;
+  __syncthreads();
+  if (!*flag) return;
+  const int64_t c_lo = share.block_of(slot * steps), c_hi = share.block_of(slot * steps + steps - 1);
+  // Each thread sums kCpt chunks of 8 columns (two float4 of dK, two of dV a part), all chunks of
+  // a part before the next part: 4 kCpt independent loads in flight (one part's chunk at a time
+  // left the block waiting on the L2 once per chunk and part: at d 64 with 33 parts a tile, the
+  // tail cost more than it saved).
+  constexpr int kChunks = kD / 8, kCpt = kN * kChunks / T::kThreads;
+  static_assert(kN * kChunks % T::kThreads == 0, "whole chunks a thread");
+  float4 sk[kCpt][2], sv[kCpt][2];
+#pragma unroll
+  for (int i = 0; i < kCpt; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) sk[i][h] = sv[i][h] = make_float4(0.f, 0.f, 0.f, 0.f);
+  auto add = [](float4& a, const float4 b) { a.x += b.x, a.y += b.y, a.z += b.z, a.w += b.w; };
+  for (int64_t q = c_lo; q <= c_hi; ++q) {
+    // Block q's sum for this tile: its first (slot 0) unless its steps start in an earlier tile.
+    const float* src = part_of(q, share.first(q) / steps == slot ? 0 : 1);
+#pragma unroll
+    for (int i = 0; i < kCpt; ++i) {
+      const int c = int(threadIdx.x) + i * T::kThreads;
+      const float4* k4 = reinterpret_cast<const float4*>(src + c / kChunks * kD + c % kChunks * 8);
+      const float4* v4 = reinterpret_cast<const float4*>(reinterpret_cast<const float*>(k4) +
+                                                         kPart / 2);
+      add(sk[i][0], __ldcg(k4));
+      add(sk[i][1], __ldcg(k4 + 1));
+      add(sv[i][0], __ldcg(v4));
+      add(sv[i][1], __ldcg(v4 + 1));
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kCpt; ++i) {
+    const int c = int(threadIdx.x) + i * T::kThreads;
+    const int row = c / kChunks, col = c % kChunks * 8;
+    if (row < keys && col < d) {
+      *reinterpret_cast<uint4*>(dk0 + row * p.dk.stride_s + col) =
+          make_uint4(pack2<Tag>(sk[i][0].x, sk[i][0].y), pack2<Tag>(sk[i][0].z, sk[i][0].w),
+                     pack2<Tag>(sk[i][1].x, sk[i][1].y), pack2<Tag>(sk[i][1].z, sk[i][1].w));
+      *reinterpret_cast<uint4*>(dv0 + row * p.dv.stride_s + col) =
+          make_uint4(pack2<Tag>(sv[i][0].x, sv[i][0].y), pack2<Tag>(sv[i][0].z, sv[i][0].w),
+                     pack2<Tag>(sv[i][1].x, sv[i][1].y), pack2<Tag>(sv[i][1].z, sv[i][1].w));
+    }
+  }
+}
+
+// Key tile nb of kv head hk, batch entry b: its steps [s_first, s_last) (clipped to its own
+// steps; a whole tile: 0, INT_MAX). The steps walk (query head of the group, query tile) pairs;
+// the Q, dO, LSE and D of step s + 1 stream into the other buffer while step s computes. A part
+// of a tile (the split tail, BwdWorkspace) adds its dK / dV into tail tile tail_slot's fp32
+// accumulator, and the part that completes the tile's step count writes dk / dv. first: the
+// block's first call, which sets up the TMA barriers; phase: their parities, kept across calls.
 template <class T>
 __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& ws,
-                                          const QdoMaps& maps, int nb, uint16_t* smem) {
+                                          const QdoMaps& maps, int nb, int64_t hk, int64_t b,
+                                          int s_first, int s_last, int64_t tail_slot, bool first,
+                                          uint32_t& phase, uint16_t* smem) {
   using Tag = typename T::Tag;
   using KvTile = typename T::KvTile;
   using QTile = typename T::QTile;
@@ -502,7 +604,6 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
-  const int64_t hk = blockIdx.y, b = blockIdx.z;
   const SeqInfo sq = p.seq(b);
   const int64_t n0 = int64_t(nb) * kN;
   if (n0 >= sq.len_k) return;
@@ -517,6 +618,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   const KeyTileUnmasked unmasked(vis, sq.len_q, sq.len_k, nb, kN, kM);
   const int group = int(p.group());
   const int steps = m_steps * group;  // (query head, query tile) pairs, head-major
+  const int s_begin = s_first, s_end = s_last < steps ? s_last : steps;  // this call's
   const int64_t acc0 = acc_row(p, b, sq);
   DropoutStream drop{};
   if constexpr (T::kDropout) drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
@@ -535,8 +637,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   const bool tma = kTma && ws.tma != 0;
   const int tma_tiles = !tma ? 0 : p.varlen() ? int(sq.len_q / kM) : INT_MAX;  // mb below: TMA
   auto tma_step = [&](int mb) { return kTma && mb < tma_tiles; };
-  uint32_t phase = 0;
-  if (tma) {
+  if (tma && first) {
     if (tid == 0) {
       for (int i = 0; i < kBufs; ++i) mbar_init(bar0 + kBarBytes * i, 1);
       mbar_init_fence();
@@ -617,7 +718,13 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   // lockstep, add into different dQ tiles at each step. Deterministic mode keeps the order.
   constexpr bool kRotate = kSm90 && T::kRotate;
   const int m_first = kRotate && !deterministic && m_steps > 0 ? m_begin + nb % m_steps : m_begin;
-  if (steps > 0) load_step(0, m_first, 0);
+  // Step s_begin's (query head, query tile): the walk from (0, m_first), m_steps tiles a head.
+  int head = 0, mb = m_first;
+  if (s_begin > 0 && m_steps > 0) {
+    head = s_begin / m_steps;
+    mb = m_begin + (m_first - m_begin + s_begin % m_steps) % m_steps;
+  }
+  if (s_begin < s_end) load_step(head, mb, 0);
   cp_async_commit();
 
   float dk[kKvMt][kKvNt][4], dv[kKvMt][kKvNt][4];
@@ -658,9 +765,8 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
 
   // Step s is (query head head of the group, query tile mb), head-major; (nhead, nmb) is step
   // s + 1, counted rather than divided out of s (an integer division per step).
-  int head = 0, mb = m_first;
-  for (int s = 0; s < steps; ++s) {
-    const int buf = kBufs == 2 ? s & 1 : 0;
+  for (int s = s_begin; s < s_end; ++s) {
+    const int buf = kBufs == 2 ? (s - s_begin) & 1 : 0;
     const bool wrap = mb + 1 == m_end;
     const int nmb = wrap ? m_begin : mb + 1;
     // (nmb == m_first holds for both walks; `wrap` keeps the unrotated kernels' SASS as measured.)
@@ -676,7 +782,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     // buffer buf ^ 1 (step s - 1's Q / dO, LSE, D), Pᵀ or dSᵀ any more. (Compact: step s + 1's
     // copies start after the dK / dV product, below.)
     __syncthreads();
-    if (kBufs == 2 && s + 1 < steps) load_step(nhead, nmb, buf ^ 1);
+    if (kBufs == 2 && s + 1 < s_end) load_step(nhead, nmb, buf ^ 1);
     cp_async_commit();
     // The base addresses pass through an opaque move each step: loop-invariant, ptxas hoisted
     // every fragment address of the unrolled step out of the loop into registers of their own
@@ -896,7 +1002,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
         // Every warp's dK / dV product has read this step's Q and dO (and its element-wise pass
         // LSE and D): step s + 1's copies into the one buffer overlap the dQ product.
         __syncthreads();
-        if (s + 1 < steps) load_step(nhead, nmb, 0);
+        if (s + 1 < s_end) load_step(nhead, nmb, 0);
         cp_async_commit();
       }
       dq_step();
@@ -907,12 +1013,20 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
 
   cp_async_wait<0>();  // a tile no query sees ran no step: its K / V copies may be in flight
   __syncthreads();     // every warp's last reads of K and V are done
+  const float dv_scale = T::kDropout ? drop.keep_scale : 1.f;
+  if (tail_slot >= 0 && (s_begin > 0 || s_end < steps)) {
+    tail_part_epilogue<T>(p, ws, dk, dv, dv_scale, tail_slot, first ? 0 : 1, s_end - s_begin,
+                          steps, kv_key0,
+                          kv_col0, g, t, p.dk.at<uint16_t>(b, sq.k_start + n0, hk),
+                          p.dv.at<uint16_t>(b, sq.k_start + n0, hk), int(keys), d,
+                          reinterpret_cast<volatile int*>(sK));  // K is read no more
+    return;
+  }
 
   // dK, dV of the warp's keys and columns (zero for keys no query sees), staged as 16-bit values
   // in the K and V tiles, so that they leave in 16-byte row-contiguous stores: 4-byte stores
   // straight from the fragments touch each row's sector 8 times over and took 2-3x FA2's
   // epilogue stall samples (ncu, d = 64 / 256, 1k).
-  const float dv_scale = T::kDropout ? drop.keep_scale : 1.f;
 #pragma unroll
   for (int mt = 0; mt < kKvMt; ++mt)
 #pragma unroll
@@ -950,17 +1064,45 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   }
 }
 
-// Grid (key tiles, kv heads, batch); block x = key tile x, counted from the last key tile in
-// deterministic mode.
+// Without kTail: block (x, y, z) takes key tile x of kv head y, batch entry z (the key tiles
+// counted from the last in deterministic mode), for the ws.tail_dp tiles before the split tail
+// (x fastest). With kTail, a one-dimensional grid: block x takes its share of the split tail's steps
+// (BwdWorkspace), which may span two tiles or more, one bwd_block call each (one call site, so
+// that the step loop is compiled once; a kernel of its own, so that the loop around it costs
+// the whole-tile kernel no registers).
 // maps: Q and dO for TMA where ws.tma (sm90); the 128-byte swizzle of their boxes needs the
 // 1024-byte alignment of the tiles.
-template <class T>
+template <class T, bool kTail>
 __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_constant__ Params p,
                                                              BwdWorkspace ws,
                                                              const __grid_constant__ QdoMaps maps) {
   extern __shared__ __align__(1024) uint16_t smem[];
-  const int x = int(blockIdx.x);
-  bwd_block<T>(p, ws, maps, p.deterministic ? int(gridDim.x) - 1 - x : x, smem);
+  const int n_tiles = int((p.seqlen_k + T::kBlockN - 1) / T::kBlockN);
+  uint32_t phase = 0;
+  if constexpr (!kTail) {
+    // Grid (key tiles, kv heads, batch): the blocks past the tail_dp-th (x fastest) leave at once.
+    const int nb = int(blockIdx.x);
+    if (nb + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z) >= ws.tail_dp)
+      return;
+    bwd_block<T>(p, ws, maps, p.deterministic ? int(gridDim.x) - 1 - nb : nb, blockIdx.y, blockIdx.z, 0,
+                 INT_MAX, -1, true, phase, smem);
+  } else {
+    // 32-bit step counts (bwd_tail_split keeps units below 2^31).
+    const TailShare share{ws.tail_units, ws.tail_ctas};
+    int u = int(share.first(blockIdx.x));
+    const int u_end = int(share.first(blockIdx.x + 1)), steps = ws.tail_steps;
+#pragma unroll 1
+    for (bool first = true; u < u_end; first = false) {
+      const int slot = u / steps;  // tail tile
+      const int s_first = u - slot * steps;
+      const int s_last = min(u_end - slot * steps, steps);
+      u = slot * steps + s_last;
+      const int64_t tile = ws.tail_dp + slot, hb = tile / n_tiles;
+      bwd_block<T>(p, ws, maps, int(tile - hb * n_tiles), hb % p.heads_kv, hb / p.heads_kv,
+                   s_first, s_last, slot, first, phase, smem);
+      __syncthreads();  // every thread done with this tile's shared memory
+    }
+  }
 }
 
 }  // namespace fa::cuda::sm80

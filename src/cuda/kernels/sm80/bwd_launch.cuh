@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <climits>
 #include <cstdint>
 
 #include "api/error.h"
@@ -30,27 +31,42 @@ void launch_bwd_kernel(const Params& p, const BwdWorkspace& ws_in, cudaStream_t 
     ws.tma = encode_row_tiles(p.q, batch, rows, p.heads_q, p.head_dim, T::kBlockM, &maps.q) &&
              encode_row_tiles(p.dout, batch, rows, p.heads_q, p.head_dim, T::kBlockM, &maps.dout);
   }
-  static std::atomic<uint64_t> opted_in{0};  // once per device
-  cudaError_t e = opt_in_smem(reinterpret_cast<const void*>(bwd_kernel<T>), T::kSmemBytes,
-                              p.device.index, opted_in);
-  if (e != cudaSuccess)
-    fail(FA_ERROR_CUDA, "cudaFuncSetAttribute (sm80 backward, d", T::kHeadDim,
-         "): ", cudaGetErrorString(e));
-  const dim3 grid(unsigned((p.seqlen_k + T::kBlockN - 1) / T::kBlockN), unsigned(p.heads_kv),
-                  unsigned(p.batch));
-  bwd_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, ws, maps);
-  e = cudaGetLastError();
-  if (e != cudaSuccess)
-    fail(FA_ERROR_CUDA, "main kernel launch (sm80 backward, d", T::kHeadDim,
-         "): ", cudaGetErrorString(e));
-}
-
-// Whether this call's main kernel takes 128 queries a step (bwd_wide_m), which run_bwd's
-// postprocess must know (the dQ accumulator's tile order follows the step). Not with dropout:
-// its Philox state on top of the wider step's Sᵀ / dPᵀ spilled 936 bytes at d = 64.
-// smem_optin: bwd_smem_optin(p), read once a call.
-inline bool bwd_wide(const Params& p, int kernel_d, int smem_optin) {
-  return p.dropout_p == 0.f && bwd_wide_m(kernel_d, smem_optin);
+  // One block per whole key tile, x fastest (key tile, kv head, batch), then the split tail's
+  // (bwd_sm80.h, BwdTail, which chose the same tile sizes).
+  const int64_t tiles = (p.seqlen_k + T::kBlockN - 1) / T::kBlockN * p.heads_kv * p.batch;
+  if (ws.tail_ctas == 0) {
+    ws.tail_dp = tiles;
+  } else if (ws.tail_dp + ws.tail_units / ws.tail_steps != tiles ||
+             ws.tail_steps != (p.seqlen_q + T::kBlockM - 1) / T::kBlockM * p.group()) {
+    fail(FA_ERROR_INTERNAL, "sm80 backward d", T::kHeadDim, ": the split tail's plan (",
+         ws.tail_dp, " + ", ws.tail_units / ws.tail_steps, " tiles of ", ws.tail_steps,
+         " steps) does not match the kernel's tiles (", tiles, ")");
+  }
+  // The whole tiles, then the tail (the launches run in order on the stream: the tail's blocks
+  // start as the last whole-tile blocks finish, the point where a partial last wave would have).
+  auto launch = [&](auto kernel, std::atomic<uint64_t>& opted_in, dim3 blocks,
+                    const char* what) {
+    cudaError_t e = opt_in_smem(reinterpret_cast<const void*>(kernel), T::kSmemBytes,
+                                p.device.index, opted_in);
+    if (e != cudaSuccess)
+      fail(FA_ERROR_CUDA, "cudaFuncSetAttribute (sm80 backward ", what, ", d", T::kHeadDim,
+           "): ", cudaGetErrorString(e));
+    kernel<<<blocks, T::kThreads, T::kSmemBytes, stream>>>(p, ws, maps);
+    e = cudaGetLastError();
+    if (e != cudaSuccess)
+      fail(FA_ERROR_CUDA, what, " launch (sm80 backward, d", T::kHeadDim,
+           "): ", cudaGetErrorString(e));
+  };
+  static std::atomic<uint64_t> opted_in{0}, opted_in_tail{0};  // once per device
+  if (ws.tail_dp > 0)
+    launch(bwd_kernel<T, false>, opted_in,
+           dim3(unsigned((p.seqlen_k + T::kBlockN - 1) / T::kBlockN), unsigned(p.heads_kv),
+                unsigned(p.batch)),
+           "main kernel");
+  if constexpr (!T::kDropout) {
+    if (ws.tail_ctas > 0)
+      launch(bwd_kernel<T, true>, opted_in_tail, dim3(unsigned(ws.tail_ctas)), "tail kernel");
+  }
 }
 
 // The main kernel with or without dropout (T: the 64-query traits; each explicitly instantiated
@@ -87,24 +103,32 @@ void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
                         bwd_compact_smem_bytes(kHeadDim),
                 "bwd_sm80.h's workspace and shared-memory figures follow the traits");
   const int smem_optin = bwd_smem_optin(p);
-  const BwdLayout layout = bwd_layout(p, kHeadDim);
+  const BwdTail tail = bwd_tail(p, kHeadDim, smem_optin, device_props(p.device.index).sms);
+  const BwdLayout layout = bwd_layout(p, kHeadDim, tail);
   BwdWorkspace ws;
   ws.rows = int64_t(bwd_rows(p));
   ws.m_blocks = int(layout.m_blocks);
   ws.tma = 0;  // launch_bwd_kernel decides
   ws.dq_acc = static_cast<float*>(workspace);
-  ws.sem = reinterpret_cast<int*>(ws.dq_acc + layout.dq_acc_elems);
+  ws.tail_cnt = reinterpret_cast<int*>(ws.dq_acc + layout.dq_acc_elems);
+  ws.tail_dp = tail.dp_tiles;
+  ws.tail_units = tail.units;
+  ws.tail_steps = tail.steps;
+  ws.tail_ctas = tail.ctas;
+  ws.sem = reinterpret_cast<int*>(ws.tail_cnt + layout.tail_cnt_elems);
   ws.dsum = reinterpret_cast<float*>(ws.sem + layout.sem_elems);
   ws.lse2 = ws.dsum + layout.dsum_elems;
+  ws.tail_part = ws.lse2 + layout.lse2_elems + layout.pad_elems;
   auto check = [](cudaError_t e, const char* what) {
     if (e != cudaSuccess)
       fail(FA_ERROR_CUDA, what, " (sm80 backward, d", kHeadDim, "): ", cudaGetErrorString(e));
   };
-  // The accumulator and the semaphores are adjacent: one clear (the semaphores only matter in
-  // deterministic mode).
+  // The dQ accumulator, the tail's step counters and the semaphores are adjacent:
+  // one clear (the semaphores only matter in deterministic mode).
   check(cudaMemsetAsync(ws.dq_acc, 0,
-                        layout.dq_acc_elems * sizeof(float) +
-                            (p.deterministic ? layout.sem_elems * sizeof(int) : 0),
+                        (layout.dq_acc_elems + layout.tail_cnt_elems +
+                         (p.deterministic ? layout.sem_elems : 0)) *
+                            4,
                         stream),
         "clearing the dQ accumulator");
   auto rows_grid = [&p](int rows_per_block) {

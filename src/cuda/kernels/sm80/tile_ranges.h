@@ -113,6 +113,44 @@ struct KeyTileUnmasked {
   }
 };
 
+// The backward's split tail (the comment above bwd_tail in bwd_sm80.h): the plan for `tiles` key
+// tiles (x kv heads x batch) of `steps` steps each on `sms` SMs.
+struct BwdTail {
+  int64_t dp_tiles = 0;  // whole-tile blocks: every tile where there is no split tail
+  int64_t tiles = 0;     // tail tiles (after the dp_tiles)
+  int64_t units = 0;     // their steps, tiles x steps
+  int steps = 0;         // steps of every key tile
+  int ctas = 0;          // blocks sharing the tail (0: none)
+};
+// tiles: key tiles x kv heads x batch; steps: each tile's; sms: the device's; no split tail
+// for tiles of fewer than min_steps steps.
+FA_HOST_DEVICE BwdTail bwd_tail_split(int64_t tiles, int64_t steps, int sms, int min_steps) {
+  BwdTail t;
+  t.dp_tiles = tiles;
+  const int64_t rem = sms > 0 ? tiles % sms : 0;
+  if (steps <= 0 || steps < min_steps || rem == 0 || 4 * rem > 3 * int64_t(sms) ||
+      rem * steps >= (int64_t(1) << 31))
+    return t;
+  t.dp_tiles = tiles - rem;
+  t.tiles = rem;
+  t.steps = int(steps);
+  t.units = rem * steps;
+  t.ctas = int(t.units < sms ? t.units : sms);
+  return t;
+}
+// The split tail's `units` steps shared out over `blocks`
+// blocks (units >= blocks > 0), block c taking steps [first(c), first(c + 1)), at least one
+// each. Host-tested against a walk over every step.
+struct TailShare {
+  int64_t units, blocks;
+
+  FA_HOST_DEVICE int64_t first(int64_t c) const { return c * units / blocks; }
+  // The block whose steps hold step v (0 <= v < units): the last c with first(c) <= v.
+  FA_HOST_DEVICE int64_t block_of(int64_t v) const {
+    return ((v + 1) * blocks + units - 1) / units - 1;
+  }
+};
+
 // The mask of one backward step (bwd_kernel.cuh): keys [n0, n0 + block_n) against queries
 // [m0, m0 + block_m), in 32-bit tile coordinates. Key n0 + kr is visible to query m0 + qc iff
 // lo <= kr - qc <= hi and kr < keys: the window around the diagonal as two bounds on kr - qc.
