@@ -84,9 +84,11 @@ int bwd_smem_optin(const Params& p);
 // The fewest steps a key tile must have for the split tail (bwd_tail): kBwdTailMinSteps, or the
 // environment variable FA_SM80_BWD_TAIL_MIN_STEPS (a positive number); 0 (no split tail) where
 // FA_SM80_BWD_TAIL is "0". Switches for measuring the tail against whole-tile blocks in one
-// build; read on every call. The default from the H200 (docs/performance.md, twelfth session):
-// with 8-32 steps a tile the tail's fixed costs outweighed the partial wave it saves.
-constexpr int kBwdTailMinSteps = 64;
+// build; read on every call. The default from the H200 (docs/performance.md, twelfth session,
+// full attention, tail against none in one run): tiles of 8 steps lost 1-5% and of 16 steps
+// -3 to +1% (the tail's fixed costs: the second launch, K / V loads and partial sums), tiles of
+// 32 steps gained 0-3%, of 64-256 steps 0-4%.
+constexpr int kBwdTailMinSteps = 32;
 int bwd_tail_min_steps();
 
 // Whether the main kernel runs 128-query steps (bwd_wide_m), which the postprocess must know (the
