@@ -172,7 +172,8 @@ def main():
     ap.add_argument("--variant", action="append", default=[], metavar="ENV=VALUE",
                     help="--op bwd: also time ours with this environment variable set, in the "
                          "same cell (backend flashattn[ENV=VALUE]); repeatable")
-    ap.add_argument("--seqlens", help="comma-separated seqlens instead of the grid's (or --quick's)")
+    ap.add_argument("--seqlens",
+                    help="comma-separated seqlens instead of the grid's (or --quick's)")
     ap.add_argument("--dtypes", help="comma-separated dtypes (bf16, fp16) instead of the grid's")
     ap.add_argument("--no-det", action="store_true", help="--op bwd: skip the deterministic mode")
     args = ap.parse_args()

@@ -335,9 +335,10 @@ TEST_P(GpuBwdTail, GradientsMatchReferenceAndDkDvRepeat) {
 // The three benchmark head dims, and fp16 at head dims below their kernel's (d 40 on the d 64
 // kernel, 200 on the d 224 one: the conversion's column test) and d 96.
 INSTANTIATE_TEST_SUITE_P(HeadDims, GpuBwdTail,
-                         ::testing::Values(TailCase{FA_DTYPE_BF16, 64}, TailCase{FA_DTYPE_BF16, 128},
-                                           TailCase{FA_DTYPE_BF16, 256}, TailCase{FA_DTYPE_FP16, 40},
-                                           TailCase{FA_DTYPE_FP16, 96},
+                         ::testing::Values(TailCase{FA_DTYPE_BF16, 64},
+                                           TailCase{FA_DTYPE_BF16, 128},
+                                           TailCase{FA_DTYPE_BF16, 256},
+                                           TailCase{FA_DTYPE_FP16, 40}, TailCase{FA_DTYPE_FP16, 96},
                                            TailCase{FA_DTYPE_FP16, 200}),
                          [](const ::testing::TestParamInfo<TailCase>& info) {
                            return std::string(info.param.dtype == FA_DTYPE_BF16 ? "bf16" : "fp16") +
@@ -365,6 +366,35 @@ TEST(GpuBackward, SmallSmemRefusalsNameTheFigures) {
   EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_ERROR_UNSUPPORTED);
   EXPECT_NE(std::string(fa_last_error()).find(SmemCap::kVar), std::string::npos);
   unsetenv(SmemCap::kVar);
+  EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_OK) << fa_last_error();
+#endif
+}
+
+// A malformed split-tail minimum (FA_SM80_BWD_TAIL_MIN_STEPS, read on every call) is refused by
+// the workspace query, naming the variable; a well-formed one, "0" to turn the tail off, or none
+// is accepted. (The case is full attention, where the tail's plan reads the variable.)
+TEST(GpuBackward, MalformedTailMinimumIsRefused) {
+  std::string why;
+  if (skip_without_gpu(&why) || skip_head_dim_not_built(64, &why)) GTEST_SKIP() << why;
+#ifdef FA_TEST_CUDA
+  Problem pr(short_case(FA_DTYPE_BF16, 64));
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  if (backward_unavailable(dev.p, &why)) GTEST_SKIP() << why;
+  size_t bytes = 0;
+  constexpr const char* kVar = "FA_SM80_BWD_TAIL_MIN_STEPS";
+  for (const char* bad : {"0", "-3", "32steps", "2147483648"}) {
+    const ScopedEnv env(kVar, bad);
+    EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_ERROR_UNSUPPORTED) << bad;
+    EXPECT_NE(std::string(fa_last_error()).find(kVar), std::string::npos) << fa_last_error();
+  }
+  {
+    const ScopedEnv env(kVar, "7");
+    EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_OK) << fa_last_error();
+  }
+  {
+    const ScopedEnv off("FA_SM80_BWD_TAIL", "0"), env(kVar, "junk");  // off: not read
+    EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_OK) << fa_last_error();
+  }
   EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_OK) << fa_last_error();
 #endif
 }

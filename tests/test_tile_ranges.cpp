@@ -255,7 +255,8 @@ TEST(TileRanges, SplitTailSharesEveryStepOnceOverAtMostTwoTilesABlock) {
         const TailShare share{plan.units, plan.ctas};
         ASSERT_EQ(share.first(0), 0) << what;
         ASSERT_EQ(share.first(plan.ctas), plan.units) << what;
-        std::vector<std::vector<std::pair<int64_t, int>>> parts(size_t(plan.tiles));  // (block, slot)
+        // Per tile: (block, partial-sum slot) of each block whose steps touch it.
+        std::vector<std::vector<std::pair<int64_t, int>>> parts(size_t(plan.tiles));
         for (int64_t c = 0; c < plan.ctas; ++c) {
           const int64_t u0 = share.first(c), u1 = share.first(c + 1);
           ASSERT_LT(u0, u1) << what << " block " << c << " has no step";

@@ -126,9 +126,7 @@ inline BwdTail bwd_tail(const Params& p, int kernel_d, int smem_optin, int sms) 
   const int block_m = bwd_wide(p, kernel_d, smem_optin) ? kBwdWideBlockM : kBwdBlockM;
   const int64_t n_tiles = (p.seqlen_k + block_n - 1) / block_n;
   const int64_t steps = (p.seqlen_q + block_m - 1) / block_m * p.group();
-  BwdTail t = bwd_tail_split(n_tiles * p.heads_kv * p.batch, steps, sms, min_steps);
-  t.tiles = t.ctas > 0 ? t.tiles : 0;
-  return t;
+  return bwd_tail_split(n_tiles * p.heads_kv * p.batch, steps, sms, min_steps);
 }
 // One partial sum of a tail tile: dK then dV, block_n x kernel_d fp32 each, row-major (the larger
 // block_n of the head dim: the compact one is smaller).

@@ -513,7 +513,8 @@ __device__ __forceinline__ void tail_part_epilogue(
 #pragma unroll
       for (int nd = 0; nd < T::kKvCols / 8; ++nd) {
         const int off = (kv_key0 + 16 * mt + g + 8 * r) * kD + kv_col0 + 8 * nd + 2 * t;
-        *reinterpret_cast<float2*>(own + off) = make_float2(dk[mt][nd][2 * r], dk[mt][nd][2 * r + 1]);
+        *reinterpret_cast<float2*>(own + off) =
+            make_float2(dk[mt][nd][2 * r], dk[mt][nd][2 * r + 1]);
         *reinterpret_cast<float2*>(own + kPart / 2 + off) =
             make_float2(dv[mt][nd][2 * r] * dv_scale, dv[mt][nd][2 * r + 1] * dv_scale);
       }
@@ -524,7 +525,8 @@ __device__ __forceinline__ void tail_part_epilogue(
   if (threadIdx.x == 0) *flag = add_acq_rel(ws.tail_cnt + slot, part) + part == steps;
   __syncthreads();
   if (!*flag) return;
-  const int64_t c_lo = share.block_of(slot * steps), c_hi = share.block_of(slot * steps + steps - 1);
+  const int64_t c_lo = share.block_of(slot * steps);
+  const int64_t c_hi = share.block_of(slot * steps + steps - 1);
   // Each thread sums kCpt chunks of 8 columns (two float4 of dK, two of dV a part), all chunks of
   // a part before the next part: 4 kCpt independent loads in flight (one part's chunk at a time
   // left the block waiting on the L2 once per chunk and part: at d 64 with 33 parts a tile, the
@@ -570,9 +572,9 @@ __device__ __forceinline__ void tail_part_epilogue(
 // Key tile nb of kv head hk, batch entry b: its steps [s_first, s_last) (clipped to its own
 // steps; a whole tile: 0, INT_MAX). The steps walk (query head of the group, query tile) pairs;
 // the Q, dO, LSE and D of step s + 1 stream into the other buffer while step s computes. A part
-// of a tile (the split tail, BwdWorkspace) adds its dK / dV into tail tile tail_slot's fp32
-// accumulator, and the part that completes the tile's step count writes dk / dv. first: the
-// block's first call, which sets up the TMA barriers; phase: their parities, kept across calls.
+// of a tile (the split tail, BwdWorkspace; tail_slot: the tail tile, -1 for a whole-tile block)
+// ends in tail_part_epilogue. first: the block's first call, which sets up the TMA barriers;
+// phase: their parities, kept across calls.
 template <class T>
 __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& ws,
                                           const QdoMaps& maps, int nb, int64_t hk, int64_t b,
@@ -1015,11 +1017,11 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   __syncthreads();     // every warp's last reads of K and V are done
   const float dv_scale = T::kDropout ? drop.keep_scale : 1.f;
   if (tail_slot >= 0 && (s_begin > 0 || s_end < steps)) {
+    // (sK as the flag: K is read no more.)
     tail_part_epilogue<T>(p, ws, dk, dv, dv_scale, tail_slot, first ? 0 : 1, s_end - s_begin,
-                          steps, kv_key0,
-                          kv_col0, g, t, p.dk.at<uint16_t>(b, sq.k_start + n0, hk),
+                          steps, kv_key0, kv_col0, g, t, p.dk.at<uint16_t>(b, sq.k_start + n0, hk),
                           p.dv.at<uint16_t>(b, sq.k_start + n0, hk), int(keys), d,
-                          reinterpret_cast<volatile int*>(sK));  // K is read no more
+                          reinterpret_cast<volatile int*>(sK));
     return;
   }
 
@@ -1066,10 +1068,10 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
 
 // Without kTail: block (x, y, z) takes key tile x of kv head y, batch entry z (the key tiles
 // counted from the last in deterministic mode), for the ws.tail_dp tiles before the split tail
-// (x fastest). With kTail, a one-dimensional grid: block x takes its share of the split tail's steps
-// (BwdWorkspace), which may span two tiles or more, one bwd_block call each (one call site, so
-// that the step loop is compiled once; a kernel of its own, so that the loop around it costs
-// the whole-tile kernel no registers).
+// (x fastest). With kTail, a one-dimensional grid: block x takes its share of the split tail's
+// steps (BwdWorkspace), which spans two tiles at most, one bwd_block call each (one call site,
+// so that the step loop is compiled once; a kernel of its own, so that the loop and the 64-bit
+// tile decode around it stay out of the whole-tile kernel's register allocation).
 // maps: Q and dO for TMA where ws.tma (sm90); the 128-byte swizzle of their boxes needs the
 // 1024-byte alignment of the tiles.
 template <class T, bool kTail>
@@ -1084,8 +1086,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
     const int nb = int(blockIdx.x);
     if (nb + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z) >= ws.tail_dp)
       return;
-    bwd_block<T>(p, ws, maps, p.deterministic ? int(gridDim.x) - 1 - nb : nb, blockIdx.y, blockIdx.z, 0,
-                 INT_MAX, -1, true, phase, smem);
+    bwd_block<T>(p, ws, maps, p.deterministic ? int(gridDim.x) - 1 - nb : nb, blockIdx.y,
+                 blockIdx.z, 0, INT_MAX, -1, true, phase, smem);
   } else {
     // 32-bit step counts (bwd_tail_split keeps units below 2^31).
     const TailShare share{ws.tail_units, ws.tail_ctas};

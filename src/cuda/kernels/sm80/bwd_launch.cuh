@@ -42,8 +42,9 @@ void launch_bwd_kernel(const Params& p, const BwdWorkspace& ws_in, cudaStream_t 
          ws.tail_dp, " + ", ws.tail_units / ws.tail_steps, " tiles of ", ws.tail_steps,
          " steps) does not match the kernel's tiles (", tiles, ")");
   }
-  // The whole tiles, then the tail (the launches run in order on the stream: the tail's blocks
-  // start as the last whole-tile blocks finish, the point where a partial last wave would have).
+  // The whole tiles, then the tail. The launches run in order on the stream: the tail kernel
+  // starts once every whole-tile block has finished (a partial last wave would have started
+  // block by block as SMs freed up).
   auto launch = [&](auto kernel, std::atomic<uint64_t>& opted_in, dim3 blocks,
                     const char* what) {
     cudaError_t e = opt_in_smem(reinterpret_cast<const void*>(kernel), T::kSmemBytes,
