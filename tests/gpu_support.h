@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "support.h"
 
@@ -69,6 +70,13 @@ class DeviceTensor {
   }
   void copy_to(HostTensor& h) const {
     EXPECT_EQ(cudaMemcpy(h.data(), ptr_, bytes_, cudaMemcpyDeviceToHost), cudaSuccess);
+  }
+  // The device bytes, through h (the mirror's host tensor or one of its shape): for comparing
+  // runs bit for bit.
+  std::vector<unsigned char> bytes(HostTensor& h) const {
+    copy_to(h);
+    const auto* p = static_cast<const unsigned char*>(h.data());
+    return std::vector<unsigned char>(p, p + h.storage_bytes());
   }
 
  private:
