@@ -265,7 +265,7 @@ INSTANTIATE_TEST_SUITE_P(Grid, GpuBwdSmallSmem, ::testing::ValuesIn(small_smem_g
 // rule, with the split tail and without it (FA_SM80_BWD_TAIL=0); dK and dV bit-identical over 20
 // runs in the default mode (the tail's partial sums are added in a fixed order). The tiles have 2
 // (d 64) or 4 steps: the test lowers the tail's minimum (FA_SM80_BWD_TAIL_MIN_STEPS=1), so that
-// a tile is split over up to 4 blocks. On other GPUs the tail is smaller or larger, or absent:
+// a tile is split over up to 4 blocks, one step each. On other GPUs the tail is smaller or larger, or absent:
 // the same checks hold.
 class ScopedEnv {
  public:
@@ -281,6 +281,7 @@ class ScopedEnv {
 struct TailCase {
   fa_dtype dtype;
   int64_t head_dim;
+  int64_t batch = 3, seqlen_q = 70;
 };
 class GpuBwdTail : public ::testing::TestWithParam<TailCase> {};
 
@@ -291,10 +292,10 @@ TEST_P(GpuBwdTail, GradientsMatchReferenceAndDkDvRepeat) {
 #ifdef FA_TEST_CUDA
   Case c;
   c.dtype = GetParam().dtype;
-  c.batch = 3;
+  c.batch = GetParam().batch;
   c.heads_q = 10;
   c.heads_kv = 5;
-  c.seqlen_q = 70;
+  c.seqlen_q = GetParam().seqlen_q;
   c.seqlen_k = 1100;
   c.head_dim = GetParam().head_dim;
   c.pad = 8;
@@ -328,16 +329,24 @@ TEST_P(GpuBwdTail, GradientsMatchReferenceAndDkDvRepeat) {
 }
 
 // The three benchmark head dims, and fp16 at head dims below their kernel's (d 40 on the d 64
-// kernel, 200 on the d 224 one: the conversion's column test) and d 96.
+// kernel, 200 on the d 224 one: the conversion's column test) and d 96. The last three: one
+// batch entry and 300 queries (45 or 90 tiles of 6-10 steps, all in the tail, more steps than
+// blocks), so that blocks take parts of two tiles (the second partial-sum slot, the TMA phases
+// carried into a second tile); added after the session's last GPU run, not yet run.
 INSTANTIATE_TEST_SUITE_P(HeadDims, GpuBwdTail,
                          ::testing::Values(TailCase{FA_DTYPE_BF16, 64},
                                            TailCase{FA_DTYPE_BF16, 128},
                                            TailCase{FA_DTYPE_BF16, 256},
                                            TailCase{FA_DTYPE_FP16, 40}, TailCase{FA_DTYPE_FP16, 96},
-                                           TailCase{FA_DTYPE_FP16, 200}),
+                                           TailCase{FA_DTYPE_FP16, 200},
+                                           TailCase{FA_DTYPE_BF16, 64, 1, 300},
+                                           TailCase{FA_DTYPE_FP16, 128, 1, 300},
+                                           TailCase{FA_DTYPE_BF16, 256, 1, 300}),
                          [](const ::testing::TestParamInfo<TailCase>& info) {
                            return std::string(info.param.dtype == FA_DTYPE_BF16 ? "bf16" : "fp16") +
-                                  "_d" + std::to_string(info.param.head_dim);
+                                  "_d" + std::to_string(info.param.head_dim) + "_b" +
+                                  std::to_string(info.param.batch) + "_s" +
+                                  std::to_string(info.param.seqlen_q);
                          });
 
 // What no configuration covers is refused with both figures: d 160 / 192 under the sm86 / sm89
