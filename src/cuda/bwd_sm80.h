@@ -85,9 +85,9 @@ int bwd_smem_optin(const Params& p);
 // environment variable FA_SM80_BWD_TAIL_MIN_STEPS (a positive number); 0 (no split tail) where
 // FA_SM80_BWD_TAIL is "0". Switches for measuring the tail against whole-tile blocks in one
 // build; read on every call. The default from the H200 (docs/performance.md, twelfth session,
-// full attention, tail against none in one run): tiles of 8 steps lost 1-5% and of 16 steps
-// -3 to +1% (the tail's fixed costs: the second launch, K / V loads and partial sums), tiles of
-// 32 steps gained 0-3%, of 64-256 steps 0-4%.
+// full attention, tail against none in the same run): tiles of 8 steps -6.0 to -1.1% and of 16
+// steps -2.5 to +0.7% (the tail's fixed costs: the second launch, K / V loads and partial sums),
+// of 32 steps -0.9 to +3.1% (two runs), of 64-256 steps +0.2 to +3.8%.
 constexpr int kBwdTailMinSteps = 32;
 int bwd_tail_min_steps();
 
