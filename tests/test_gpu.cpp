@@ -219,12 +219,20 @@ INSTANTIATE_TEST_SUITE_P(Grid, GpuBwd, ::testing::ValuesIn(gpu_grid()), CaseTest
 // KB) at d <= 128 - 64-query steps at d 32 / 64, the compact configuration at d 96 / 128 - and
 // A100 (163 KB) at d 224 / 256 (compact). The grid's cases of those head dims, same rule. (This
 // GPU runs their sm90 code; the sm80 / 86 / 89 code differs in the Pᵀ / dSᵀ stores.)
-class SmemCap {
+// An environment variable set for a scope (the library reads its switches on every call).
+class ScopedEnv {
  public:
-  explicit SmemCap(int bytes) { setenv(kVar, std::to_string(bytes).c_str(), 1); }
-  ~SmemCap() { unsetenv(kVar); }
-  SmemCap(const SmemCap&) = delete;
-  SmemCap& operator=(const SmemCap&) = delete;
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+class SmemCap : public ScopedEnv {
+ public:
+  explicit SmemCap(int bytes) : ScopedEnv(kVar, std::to_string(bytes).c_str()) {}
   static constexpr const char* kVar = "FA_SM80_BWD_SMEM_LIMIT";
 };
 constexpr int kSm86SmemOptin = 101376, kA100SmemOptin = 166912;
@@ -267,16 +275,6 @@ INSTANTIATE_TEST_SUITE_P(Grid, GpuBwdSmallSmem, ::testing::ValuesIn(small_smem_g
 // (d 64) or 4 steps: the test lowers the tail's minimum (FA_SM80_BWD_TAIL_MIN_STEPS=1), so that
 // a tile is split over up to 4 blocks, one step each. On other GPUs the tail is smaller or larger, or absent:
 // the same checks hold.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
 
 struct TailCase {
   fa_dtype dtype;
@@ -366,10 +364,11 @@ TEST(GpuBackward, SmallSmemRefusalsNameTheFigures) {
     EXPECT_NE(message.find("compact configuration"), std::string::npos) << message;
     EXPECT_NE(message.find(std::to_string(kSm86SmemOptin)), std::string::npos) << message;
   }
-  setenv(SmemCap::kVar, "99KB", 1);
-  EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_ERROR_UNSUPPORTED);
-  EXPECT_NE(std::string(fa_last_error()).find(SmemCap::kVar), std::string::npos);
-  unsetenv(SmemCap::kVar);
+  {
+    const ScopedEnv malformed(SmemCap::kVar, "99KB");
+    EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_ERROR_UNSUPPORTED);
+    EXPECT_NE(std::string(fa_last_error()).find(SmemCap::kVar), std::string::npos);
+  }
   EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_OK) << fa_last_error();
 #endif
 }
