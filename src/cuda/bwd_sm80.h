@@ -26,9 +26,9 @@ constexpr int kBwdSpareRows = kBwdWideBlockM;
 // tiles of the longest sequence), D = rowsum(dO ∘ O) and LSE · log2 e (heads_q x rows each),
 // rows = total_q + batch x kBwdSpareRows (each sequence has kBwdSpareRows spare rows, for the
 // main kernel's partial query tiles), then from a 16-byte boundary the split tail's fp32 partial
-// dK / dV (2 per tail block: bwd_tail_part_elems each). All 4-byte elements. The first three
-// parts are adjacent: one clear; the partial sums are written whole, never cleared. No split
-// tail: no counters, no partial sums.
+// dK / dV (kBwdTailSlots per tail block: bwd_tail_part_elems each). All 4-byte elements. The
+// first three parts are adjacent: one clear; the partial sums are written whole, never cleared.
+// No split tail: no counters, no partial sums.
 struct BwdLayout {
   size_t dq_acc_elems, tail_cnt_elems, sem_elems, dsum_elems, lse2_elems, pad_elems,
       tail_part_elems, m_blocks;
@@ -128,6 +128,9 @@ inline BwdTail bwd_tail(const Params& p, int kernel_d, int smem_optin, int sms) 
   const int64_t steps = (p.seqlen_q + block_m - 1) / block_m * p.group();
   return bwd_tail_split(n_tiles * p.heads_kv * p.batch, steps, sms, min_steps);
 }
+// Partial sums a block of the tail keeps: its steps span two tiles at most (TailShare, as the
+// tail is under a wave), slot 0 for its first tile, 1 for its second.
+constexpr int kBwdTailSlots = 2;
 // One partial sum of a tail tile: dK then dV, block_n x kernel_d fp32 each, row-major (the larger
 // block_n of the head dim: the compact one is smaller).
 constexpr size_t bwd_tail_part_elems(int kernel_d) {
@@ -145,7 +148,7 @@ inline BwdLayout bwd_layout(const Params& p, int kernel_d, const BwdTail& tail) 
   l.lse2_elems = rows;
   const size_t before = l.dq_acc_elems + l.tail_cnt_elems + l.sem_elems + 2 * rows;
   l.pad_elems = tail.ctas > 0 ? (4 - before % 4) % 4 : 0;
-  l.tail_part_elems = size_t(tail.ctas) * 2 * bwd_tail_part_elems(kernel_d);
+  l.tail_part_elems = size_t(tail.ctas) * kBwdTailSlots * bwd_tail_part_elems(kernel_d);
   return l;
 }
 

@@ -504,7 +504,9 @@ __device__ __forceinline__ void tail_part_epilogue(
   constexpr int kD = T::kHeadDim, kN = T::kBlockN;
   constexpr int64_t kPart = int64_t(bwd_tail_part_elems(kD));  // dK at 0, dV at kPart / 2
   const TailShare share{ws.tail_units, ws.tail_ctas};
-  auto part_of = [&](int64_t c, int sg) { return ws.tail_part + (2 * c + sg) * kPart; };
+  auto part_of = [&](int64_t c, int sg) {
+    return ws.tail_part + (kBwdTailSlots * c + sg) * kPart;
+  };
   float* own = part_of(blockIdx.x, seg);
 #pragma unroll
   for (int mt = 0; mt < T::kKvKeys / 16; ++mt)
