@@ -277,6 +277,12 @@ TEST(TileRanges, SplitTailSharesEveryStepOnceOverAtMostTwoTilesABlock) {
         }
       }
   EXPECT_GT(planned, 100);
+  // The tail kernel decodes tile indices in 32 bits: no split from 2^31 tiles (a plan that would
+  // split one tile fewer does).
+  const int64_t big = (int64_t(1) << 31) + 1;  // 69 tiles past the last whole wave of 132
+  EXPECT_EQ(bwd_tail_split(big, 64, 132, 1).ctas, 0);
+  EXPECT_EQ(bwd_tail_split(big, 64, 132, 1).dp_tiles, big);
+  EXPECT_GT(bwd_tail_split(big - 132, 64, 132, 1).ctas, 0);
 }
 
 }  // namespace

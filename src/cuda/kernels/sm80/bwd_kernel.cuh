@@ -1101,9 +1101,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       const int s_first = u - slot * steps;
       const int s_last = min(u_end - slot * steps, steps);
       u = slot * steps + s_last;
-      const int64_t tile = ws.tail_dp + slot, hb = tile / n_tiles;
-      bwd_block<T>(p, ws, maps, int(tile - hb * n_tiles), hb % p.heads_kv, hb / p.heads_kv,
-                   s_first, s_last, slot, first, phase, smem);
+      // 32-bit tile decode (bwd_tail_split keeps every tile index below 2^31 when it splits).
+      const int tile = int(ws.tail_dp) + slot, hb = tile / n_tiles, heads = int(p.heads_kv);
+      bwd_block<T>(p, ws, maps, tile - hb * n_tiles, hb % heads, hb / heads, s_first, s_last,
+                   slot, first, phase, smem);
       __syncthreads();  // every thread done with this tile's shared memory
     }
   }

@@ -129,7 +129,7 @@ FA_HOST_DEVICE BwdTail bwd_tail_split(int64_t tiles, int64_t steps, int sms, int
   t.dp_tiles = tiles;
   const int64_t rem = sms > 0 ? tiles % sms : 0;
   if (steps <= 0 || steps < min_steps || rem == 0 || 4 * rem > 3 * int64_t(sms) ||
-      rem * steps >= (int64_t(1) << 31))
+      rem * steps >= (int64_t(1) << 31) || tiles >= (int64_t(1) << 31))
     return t;
   t.dp_tiles = tiles - rem;
   t.tiles = rem;
