@@ -13,15 +13,20 @@ Backward: the forward runs once outside the timing (ours: fa_forward for out and
 the autograd graph, kept with retain_graph), then only the backward is timed: fa_backward with
 preallocated dq, dk, dv and workspace (backend flashattn, and flashattn-det with
 deterministic=1 while the library accepts it), torch.autograd.grad for torch-fa2 / torch-cudnn.
+Each backend is timed --rounds times (default 2) per cell, the order rotated each round, and its
+figure is the median of the rounds (the JSON row keeps each round's ms in ms_rounds): whichever
+backend is timed first after a cell's setup may read slow (suspected in the thirteenth session,
+where ours, timed first, read up to 12% below the previous record at 1k).
 Exit status 2 when the library refuses the backward (its message on stderr).
 
   python3 bench/gpu_bench.py --json out.json [--quick] [--commit SHA] [--op bwd] [--dropout P]
       [--causal both|no|yes] [--variant ENV=VALUE ...] [--seqlens 1024,...] [--dtypes bf16,...]
-      [--no-det]
+      [--no-det] [--rounds N]
 """
 import argparse
 import json
 import os
+import statistics
 import sys
 
 import torch
@@ -48,10 +53,31 @@ def our_call(lib, p, stream, backward):
     return lambda: f(lib, p, stream, ws.data_ptr(), n)
 
 
-def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det):
+class _Env:
+    """Sets one environment variable (a --variant's) for a with-block, then restores it."""
+    def __init__(self, var):
+        self.name, self.value = var.split("=", 1) if var else (None, None)
+
+    def __enter__(self):
+        if self.name:
+            self.old = os.environ.get(self.name)
+            os.environ[self.name] = self.value
+
+    def __exit__(self, *exc):
+        if self.name:
+            if self.old is None:
+                del os.environ[self.name]
+            else:
+                os.environ[self.name] = self.old
+
+
+def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
     """Backward of one cell: ({backend: median ms}, {our backend: max |ours - torch-fa2| over
-    dq, dk, dv on set 0}). Raises FaError when the library refuses the default backward. det[0]:
-    whether flashattn-det still runs; cleared, with the library's message, at its first refusal."""
+    dq, dk, dv on set 0}, {backend: [ms of each round]}). Every backend is timed once per round,
+    the round's order rotated by one backend each round (so that none is always timed first
+    after the cell's setup); a backend's figure is the median of its rounds. Raises FaError when
+    the library refuses the default backward. det[0]: whether flashattn-det still runs; cleared,
+    with the library's message, at its first refusal."""
     def params(st, deterministic):
         return fa_ctypes.backward_params(lib, st["q"], st["k"], st["v"], st["out"], st["lse"],
                                          st["dout"], *st["grads"], causal=causal,
@@ -67,61 +93,58 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det):
         our_call(lib, p, stream, False)()  # out and lse, which the backward reads
         st["flashattn"] = our_call(lib, p, stream, True)
         sets.append(st)
-    res = {"flashattn": time_fn([st["flashattn"] for st in sets], repeats)}
-    for var in VARIANTS:  # the library reads these per call: set while making and timing
-        name, value = var.split("=", 1)
-        old = os.environ.get(name)
-        os.environ[name] = value
-        try:
-            fns = [our_call(lib, params(st, False), stream, True) for st in sets]
-            res[f"flashattn[{var}]"] = time_fn(fns, repeats)
-        finally:
-            if old is None:
-                del os.environ[name]
-            else:
-                os.environ[name] = old
+    fns = {"flashattn": [st["flashattn"] for st in sets]}
+    env = {}  # backend: the --variant its calls run under (the library reads it per call)
+    for var in VARIANTS:
+        with _Env(var):
+            fns[f"flashattn[{var}]"] = [our_call(lib, params(st, False), stream, True)
+                                        for st in sets]
+        env[f"flashattn[{var}]"] = var
     if det[0]:
         try:
             for st in sets:
                 st["flashattn-det"] = our_call(lib, params(st, True), stream, True)
             sets[0]["flashattn-det"]()  # a refusal shows on the first call
-            res["flashattn-det"] = time_fn([st["flashattn-det"] for st in sets], repeats)
+            fns["flashattn-det"] = [st["flashattn-det"] for st in sets]
         except fa_ctypes.FaError as e:
             print(f"flashattn-det skipped for the rest of the run: {e}", file=sys.stderr)
             det[0] = False
 
     def torch_fns():
         """One autograd.grad call per set, through a forward run once here, outside the timing."""
-        fns = []
+        out = []
         for st in sets:
             o = F.scaled_dot_product_attention(st["q"].transpose(1, 2), st["k"].transpose(1, 2),
                                                st["v"].transpose(1, 2), is_causal=causal,
                                                dropout_p=DROPOUT)
-            # dout with o's strides, so that the backward copies nothing into its layout
             g = torch.empty_like(o).copy_(st["dout"].transpose(1, 2))
-            fns.append(lambda st=st, o=o, g=g: torch.autograd.grad(
+            out.append(lambda st=st, o=o, g=g: torch.autograd.grad(
                 o, (st["q"], st["k"], st["v"]), g, retain_graph=True))
-        return fns
+        return out
     ref = None
     for backend, kernel in (("torch-fa2", SDPBackend.FLASH_ATTENTION),
                             ("torch-cudnn", SDPBackend.CUDNN_ATTENTION)):
         try:
             with sdpa_kernel([kernel]):
-                fns = torch_fns()
-            if backend == "torch-fa2":
-                ref = fns[0]()  # the reference gradients, on set 0
-            res[backend] = time_fn(fns, repeats)
+                fns[backend] = torch_fns()
+                if backend == "torch-fa2":
+                    ref = fns[backend][0]()  # the reference gradients, on set 0
         except RuntimeError as e:
+            fns.pop(backend, None)
             print(f"{backend} unavailable for {dt} d{d} s{s}: {e}", file=sys.stderr)
-        fns = None  # frees the graphs (o, lse, g) before the next backend
-    # correctness spot check against PyTorch's FlashAttention-2 on the same inputs
+    names = list(fns)
+    times = {n: [] for n in names}
+    for r in range(rounds):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            with _Env(env.get(n)):
+                times[n].append(time_fn(fns[n], repeats))
     errs = {}
     for backend in ("flashattn-det", "flashattn"):  # flashattn last: dq, dk, dv end as its own
-        if backend in res and ref is not None and not DROPOUT:
+        if backend in fns and ref is not None and not DROPOUT:
             sets[0][backend]()
             errs[backend] = max((a.float() - r.float()).abs().max().item()
                                 for a, r in zip(sets[0]["grads"], ref))
-    return res, errs
+    return {n: statistics.median(t) for n, t in times.items()}, errs, times
 
 
 def bwd_table(rows):
@@ -176,6 +199,9 @@ def main():
                     help="comma-separated seqlens instead of the grid's (or --quick's)")
     ap.add_argument("--dtypes", help="comma-separated dtypes (bf16, fp16) instead of the grid's")
     ap.add_argument("--no-det", action="store_true", help="--op bwd: skip the deterministic mode")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="--op bwd: time every backend this many times per cell, in an order "
+                         "rotated each round; the figure is the median of the rounds")
     args = ap.parse_args()
     global DROPOUT
     DROPOUT = args.dropout
@@ -195,6 +221,14 @@ def main():
     det = [not args.no_det]  # flashattn-det runs until the library refuses deterministic=1
     ceil = ceilings()
     print(f"ceilings: {ceil}", file=sys.stderr)
+    header = record_header(lib, args.commit, ceil)
+
+    def save(partial):
+        """The record so far (--op bwd saves it after every cell, marked partial, so that a run
+        cut short keeps its cells)."""
+        with open(args.json, "w") as f:
+            json.dump(dict(header, rows=rows, **({"partial": True} if partial else {})), f,
+                      indent=1)
     for dt in dtypes:
         for d in (int(x) for x in args.dims.split(",")):
             for causal in causals:
@@ -204,8 +238,8 @@ def main():
                     if args.op == "bwd":
                         flops *= 2.5
                         try:
-                            res, errs = bwd_cell(lib, b, s, h, d, dt, causal, stream,
-                                                 args.repeats, det)
+                            res, errs, rounds = bwd_cell(lib, b, s, h, d, dt, causal, stream,
+                                                         args.repeats, det, args.rounds)
                         except fa_ctypes.FaError as e:
                             print(f"flashattn refused the backward ({dt} d{d} causal={int(causal)}"
                                   f" s{s}): {e}", file=sys.stderr)
@@ -215,12 +249,14 @@ def main():
                                          "b": b, "h": h, "s_q": s, "s_k": s, "backend": backend,
                                          "ms": round(ms, 4), "tflops": round(flops / ms * 1e-9, 1),
                                          "dropout": DROPOUT,
-                                         "max_abs_diff_vs_torch_fa2": errs.get(backend)})
+                                         "max_abs_diff_vs_torch_fa2": errs.get(backend),
+                                         "ms_rounds": [round(x, 4) for x in rounds[backend]]})
                         print(f"{dt} d{d} causal={int(causal)} s{s} bwd: " +
                               " ".join(f"{k}={flops / v * 1e-9:.0f}" for k, v in res.items()) +
                               "".join(f" err[{k}]={v:.2e}" for k, v in errs.items()),
                               file=sys.stderr)
                         torch.cuda.empty_cache()  # the cell's sets are gone with bwd_cell
+                        save(partial=True)
                         continue
                     sets = []
                     for _ in range(3):  # 3 x (q, k, v) of 64 MB each: rotated, L2 is 60 MB
@@ -263,9 +299,7 @@ def main():
                           (f" err={err:.2e}" if err is not None else ""), file=sys.stderr)
                     del sets
     torch.cuda.empty_cache()
-    record = dict(record_header(lib, args.commit, ceil), rows=rows)
-    with open(args.json, "w") as f:
-        json.dump(record, f, indent=1)
+    save(partial=False)
     if args.op == "bwd":
         bwd_table(rows)
         return
