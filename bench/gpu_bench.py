@@ -6,7 +6,7 @@ CUDNN_ATTENTION, same process, same shapes.
 Grid (shared/BENCH.md): hidden 2048 (heads = 2048 / d), batch * seqlen = 16384,
 seqlen 512..16384, d in {64, 128, 256}, causal and not, bf16 and fp16.
 TFLOP/s = 4 b h s^2 d (halved for causal; times 2.5 for the backward) / median time; CUDA
-events, warm-up, median of --repeats runs, rotating among input sets so the 60 MB L2 does not
+events, warm-up (>= 200 ms), median of --repeats runs, rotating among input sets so the 60 MB L2 does not
 hold them.
 
 Backward: the forward runs once outside the timing (ours: fa_forward for out and lse; PyTorch:
@@ -14,9 +14,9 @@ the autograd graph, kept with retain_graph), then only the backward is timed: fa
 preallocated dq, dk, dv and workspace (backend flashattn, and flashattn-det with
 deterministic=1 while the library accepts it), torch.autograd.grad for torch-fa2 / torch-cudnn.
 Each backend is timed --rounds times (default 2) per cell, the order rotated each round, and its
-figure is the median of the rounds (the JSON row keeps each round's ms in ms_rounds): whichever
-backend is timed first after a cell's setup may read slow (suspected in the thirteenth session,
-where ours, timed first, read up to 12% below the previous record at 1k).
+figure is the median of the rounds (the JSON row keeps each round's ms in ms_rounds). Every
+timing starts with at least 200 ms of the backend's own untimed calls (gpu_common.time_fn): with
+five, whichever backend came right after cuDNN's backward read up to 14% slow.
 Exit status 2 when the library refuses the backward (its message on stderr).
 
   python3 bench/gpu_bench.py --json out.json [--quick] [--commit SHA] [--op bwd] [--dropout P]
