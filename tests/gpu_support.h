@@ -121,8 +121,9 @@ inline bool backward_unavailable(const fa_params& p, std::string* why) {
   return true;
 }
 
-// Runs one pass with a workspace of exactly the queried size; the query, the call and the
-// device must all succeed.
+// Runs one pass with a workspace of exactly the queried size, poisoned (0xFF: NaN as floats,
+// -1 as counters), so that a part the library reads before writing or clearing it shows in the
+// results; the query, the call and the device must all succeed.
 inline void run_pass(const fa_params& p, bool backward) {
   size_t bytes = 0;
   ASSERT_EQ(backward ? fa_backward_workspace_size(&p, &bytes) : fa_forward_workspace_size(&p, &bytes),
@@ -130,6 +131,7 @@ inline void run_pass(const fa_params& p, bool backward) {
   void* ws = nullptr;
   if (bytes) {
     ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
+    ASSERT_EQ(cudaMemset(ws, 0xFF, bytes), cudaSuccess);
   }
   const fa_status st = backward ? fa_backward(&p, ws, bytes, nullptr) : fa_forward(&p, ws, bytes, nullptr);
   const cudaError_t sync = cudaDeviceSynchronize();
