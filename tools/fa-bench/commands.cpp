@@ -60,6 +60,7 @@ Config config(const Timing& t, const std::string& backend, const std::string& op
   c.causal = causal;
   c.cuda = t.cuda;
   c.warmup = t.warmup;
+  c.warmup_ms = t.warmup_ms;
   c.repeats = t.repeats;
   return c;
 }

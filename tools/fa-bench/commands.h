@@ -19,6 +19,7 @@ struct Output {
 struct Timing {
   bool cuda = false;
   int warmup = 3, repeats = 30;
+  double warmup_ms = 200;  // GPU: untimed calls go on until this much time has passed
 };
 
 struct RunArgs {

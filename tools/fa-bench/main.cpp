@@ -51,6 +51,11 @@ void add_timing(CLI::App* app, Timing& t, std::string& device) {
   app->add_option("--warmup", t.warmup, "untimed calls before timing")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
+  app->add_option("--warmup-ms", t.warmup_ms,
+                  "GPU: after --warmup, untimed calls (each waited for) until this many ms have "
+                  "passed since the first, so that the clock settles under the call")
+      ->check(CLI::Range(0.0, 60000.0))
+      ->capture_default_str();
   app->add_option("--repeats", t.repeats,
                   "timed calls; the median is reported (GPU: CUDA events per call, input sets "
                   "rotated to defeat the L2; CPU: wall clock)")

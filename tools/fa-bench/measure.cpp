@@ -320,11 +320,24 @@ Row measure(const Config& c) {
   if (c.op == "bwd")
     for (const Tensors& t : sets)
       if ((st = call(t.p, false)) != FA_OK) { r.status = failure("forward", st); return r; }
+  [[maybe_unused]] const auto warm0 = std::chrono::steady_clock::now();  // GPU warm-up below
   for (int i = 0; i < c.warmup; ++i)
     if ((st = step(size_t(i))) != FA_OK) { r.status = failure(c.op.c_str(), st); return r; }
   std::vector<double> ms;
 #ifdef FA_BENCH_CUDA
   if (c.cuda) {
+    // Untimed calls, each waited for, until warmup_ms have passed since the first.
+    for (size_t i = size_t(c.warmup);; ++i) {
+      const cudaError_t sync = cudaDeviceSynchronize();
+      if (sync != cudaSuccess) {
+        r.status = std::string("error: CUDA: ") + cudaGetErrorString(sync);
+        return r;
+      }
+      if (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm0)
+              .count() >= c.warmup_ms)
+        break;
+      if ((st = step(i)) != FA_OK) { r.status = failure(c.op.c_str(), st); return r; }
+    }
     std::vector<cudaEvent_t> ev(2 * size_t(c.repeats));
     for (cudaEvent_t& e : ev) cudaEventCreate(&e);
     for (int i = 0; i < c.repeats && st == FA_OK; ++i) {
