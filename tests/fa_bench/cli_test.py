@@ -18,7 +18,8 @@ ROW_KEYS = {"op", "dtype", "d", "causal", "b", "h", "s_q", "s_k", "backend", "ms
 TOP_KEYS = {"gpu", "driver", "cuda", "torch", "cudnn", "commit", "command", "ceilings", "rows"}
 FLAGS = {
     "run": ["--backend", "--op", "--dtype", "--batch", "--heads", "--kv-heads", "--seqlen",
-            "--seqlen-k", "--head-dim", "--causal", "--device", "--warmup", "--repeats", "--json",
+            "--seqlen-k", "--head-dim", "--causal", "--device", "--warmup", "--warmup-ms",
+            "--repeats", "--json",
             "--csv", "--commit"],
     "sweep": ["--backend", "--op", "--dtype", "--hidden", "--tokens", "--seqlens", "--dims",
               "--causal", "--device", "--repeats", "--json", "--csv"],
@@ -80,6 +81,7 @@ with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "bad.json")
     for args, flag in [(["run", "--seqlen", "0", "--json", out], "--seqlen"),
                        (["run", "--dtype", "fp64", "--json", out], "--dtype"),
+                       (["run", "--warmup-ms", "-1", "--json", out], "--warmup-ms"),
                        (["run", "--heads", "6", "--kv-heads", "4", "--json", out], "--kv-heads"),
                        (["sweep", "--dims", "48", "--hidden", "100", "--json", out], "--dims"),
                        (["plan", "--model", "nope", "--json", out], "--model"),
