@@ -6,8 +6,8 @@ CUDNN_ATTENTION, same process, same shapes.
 Grid (shared/BENCH.md): hidden 2048 (heads = 2048 / d), batch * seqlen = 16384,
 seqlen 512..16384, d in {64, 128, 256}, causal and not, bf16 and fp16.
 TFLOP/s = 4 b h s^2 d (halved for causal; times 2.5 for the backward) / median time; CUDA
-events, warm-up (>= 200 ms), median of --repeats runs, rotating among input sets so the 60 MB L2 does not
-hold them.
+events, warm-up (>= 200 ms), median of --repeats runs, rotating among input sets so the 60 MB L2
+does not hold them.
 
 Backward: the forward runs once outside the timing (ours: fa_forward for out and lse; PyTorch:
 the autograd graph, kept with retain_graph), then only the backward is timed: fa_backward with
@@ -117,6 +117,7 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
             o = F.scaled_dot_product_attention(st["q"].transpose(1, 2), st["k"].transpose(1, 2),
                                                st["v"].transpose(1, 2), is_causal=causal,
                                                dropout_p=DROPOUT)
+            # dout with o's strides, so that the backward copies nothing into its layout
             g = torch.empty_like(o).copy_(st["dout"].transpose(1, 2))
             out.append(lambda st=st, o=o, g=g: torch.autograd.grad(
                 o, (st["q"], st["k"], st["v"]), g, retain_graph=True))
@@ -138,6 +139,7 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
         for n in names[r % len(names):] + names[:r % len(names)]:
             with _Env(env.get(n)):
                 times[n].append(time_fn(fns[n], repeats))
+    # correctness spot check against PyTorch's FlashAttention-2 on the same inputs
     errs = {}
     for backend in ("flashattn-det", "flashattn"):  # flashattn last: dq, dk, dv end as its own
         if backend in fns and ref is not None and not DROPOUT:
