@@ -7,7 +7,9 @@
 # variants can be built and measured in one session. FA_TUNE_HEAD_DIMS (e.g. "64;128;256")
 # builds only those head dims' kernels (a third of the build for the benchmark's dims).
 # FA_TUNE_TEST_FILTER (a GoogleTest filter) also builds the tests and runs those first (a
-# GoogleTest source tree: FA_GTEST_SOURCE_DIR, default .deps/googletest).
+# GoogleTest source tree: FA_GTEST_SOURCE_DIR, default .deps/googletest). FA_TUNE_KERNEL_TIMES
+# (bench/kernel_times.py cases, e.g. "64:1024:0,128:2048:1") also times the backward's kernels
+# one by one, bf16 and fp16, into NAME-ktimes.txt (the pre- / postprocess patches' measure).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?}
@@ -34,6 +36,13 @@ fi
 IFS=';' read -ra arg_sets <<< "${FA_TUNE_BENCH_ARGS:-}"
 [ ${#arg_sets[@]} -eq 0 ] && arg_sets=("")
 i=0
+if [ -n "${FA_TUNE_KERNEL_TIMES:-}" ]; then
+  for dt in bf16 fp16; do
+    python3 bench/kernel_times.py --lib build-${name}/libflashattn.so --dtype $dt \
+      --cases "$FA_TUNE_KERNEL_TIMES" 2>/dev/null
+  done > "$out/${name}-ktimes.txt"
+  echo "kernel times: $(grep -c '^==' "$out/${name}-ktimes.txt") cases in ${name}-ktimes.txt"
+fi
 for args in "${arg_sets[@]}"; do
   i=$((i + 1)); suffix=""; [ $i -gt 1 ] && suffix="-$i"
   python3 bench/gpu_bench.py --lib build-${name}/libflashattn.so --quick $args \
