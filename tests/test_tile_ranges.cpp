@@ -277,9 +277,10 @@ TEST(TileRanges, SplitTailSharesEveryStepOnceOverAtMostTwoTilesABlock) {
         }
       }
   EXPECT_GT(planned, 100);
-  // The tail kernel decodes tile indices in 32 bits: no split from 2^31 tiles (a plan that would
-  // split one tile fewer does).
-  const int64_t big = (int64_t(1) << 31) + 1;  // 69 tiles past the last whole wave of 132
+  // The tail kernel decodes tile indices in 32 bits: no split from 2^31 tiles, though every
+  // other condition holds there (69 tiles past the last whole wave of 132, 64 steps each); one
+  // wave fewer, below 2^31, splits.
+  const int64_t big = (int64_t(1) << 31) + 1;
   EXPECT_EQ(bwd_tail_split(big, 64, 132, 1).ctas, 0);
   EXPECT_EQ(bwd_tail_split(big, 64, 132, 1).dp_tiles, big);
   EXPECT_GT(bwd_tail_split(big - 132, 64, 132, 1).ctas, 0);
