@@ -123,12 +123,15 @@ struct BwdTail {
   int ctas = 0;          // blocks sharing the tail (0: none)
 };
 // tiles: key tiles x kv heads x batch; steps: each tile's; sms: the device's; no split tail
-// for tiles of fewer than min_steps steps.
+// for tiles of fewer than min_steps steps, nor for a tail of more than kBwdTailMaxWaveNum / Den of a wave
+// (a nearly whole last wave leaves few SMs idle, so splitting it gains little).
+constexpr int kBwdTailMaxWaveNum = 3, kBwdTailMaxWaveDen = 4;  // 3/4
 FA_HOST_DEVICE BwdTail bwd_tail_split(int64_t tiles, int64_t steps, int sms, int min_steps) {
   BwdTail t;
   t.dp_tiles = tiles;
   const int64_t rem = sms > 0 ? tiles % sms : 0;
-  if (steps <= 0 || steps < min_steps || rem == 0 || 4 * rem > 3 * int64_t(sms) ||
+  if (steps <= 0 || steps < min_steps || rem == 0 ||
+      kBwdTailMaxWaveDen * rem > kBwdTailMaxWaveNum * int64_t(sms) ||
       rem * steps >= (int64_t(1) << 31) || tiles >= (int64_t(1) << 31))
     return t;
   t.dp_tiles = tiles - rem;
