@@ -140,6 +140,25 @@ inline void run_pass(const fa_params& p, bool backward) {
   ASSERT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);
 }
 
+// Runs the backward `reruns` more times and counts the gradient tensors (dk, dv, and dq when
+// with_dq) whose bytes differ from what the device held before (the first run's); 0: bit for
+// bit the same. Returns early, with the fatal failure recorded, when a run fails.
+inline int rerun_backward_differences(const DeviceProblem& dev, Problem& pr, int reruns,
+                                      bool with_dq) {
+  std::vector<unsigned char> dq0;
+  if (with_dq) dq0 = dev.dq.bytes(pr.dq);
+  const auto dk0 = dev.dk.bytes(pr.dk), dv0 = dev.dv.bytes(pr.dv);
+  int differing = 0;
+  for (int run = 0; run < reruns; ++run) {
+    run_pass(dev.p, true);
+    if (::testing::Test::HasFatalFailure()) return differing;
+    if (with_dq) differing += dev.dq.bytes(pr.dq) != dq0;
+    differing += dev.dk.bytes(pr.dk) != dk0;
+    differing += dev.dv.bytes(pr.dv) != dv0;
+  }
+  return differing;
+}
+
 // Copies out and lse (with grads also dq, dk, dv) back into pr and checks them against the fp64
 // reference by FlashAttention's rule: 2x the same-precision naive error + 1e-5 for out and lse,
 // 3x + 1e-4 for the gradients (naive: fp32 math on the same inputs, P rounded to 16 bits when

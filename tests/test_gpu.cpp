@@ -313,15 +313,9 @@ TEST_P(GpuBwdTail, GradientsMatchReferenceAndDkDvRepeat) {
   }
   run_pass(dev.p, true);
   if (HasFatalFailure()) return;
-  const auto dk0 = dev.dk.bytes(pr.dk), dv0 = dev.dv.bytes(pr.dv);
   expect_device_results(pr, dev, true);
-  int differing = 0;
-  for (int run = 1; run < 20; ++run) {
-    run_pass(dev.p, true);
-    if (HasFatalFailure()) return;
-    differing += dev.dk.bytes(pr.dk) != dk0;
-    differing += dev.dv.bytes(pr.dv) != dv0;
-  }
+  const int differing = rerun_backward_differences(dev, pr, 19, false);
+  if (HasFatalFailure()) return;
   EXPECT_EQ(differing, 0) << "dK / dV tensors that differed from the first run's, over 19 runs";
 #endif
 }
@@ -330,7 +324,7 @@ TEST_P(GpuBwdTail, GradientsMatchReferenceAndDkDvRepeat) {
 // kernel, 200 on the d 224 one: the conversion's column test) and d 96. The last three: one
 // batch entry and 300 queries (45 or 90 tiles of 6-10 steps, all in the tail, more steps than
 // blocks), so that blocks take parts of two tiles (the second partial-sum slot, the TMA phases
-// carried into a second tile); added after the session's last GPU run, not yet run.
+// carried into a second tile); first run in the thirteenth session.
 INSTANTIATE_TEST_SUITE_P(HeadDims, GpuBwdTail,
                          ::testing::Values(TailCase{FA_DTYPE_BF16, 64},
                                            TailCase{FA_DTYPE_BF16, 128},

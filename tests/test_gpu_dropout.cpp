@@ -159,16 +159,9 @@ TEST_P(GpuDeterministic, HundredRunsBitIdentical) {
   if (HasFatalFailure()) return;
   run_pass(dev.p, true);
   if (HasFatalFailure()) return;
-  const auto dq0 = dev.dq.bytes(pr.dq), dk0 = dev.dk.bytes(pr.dk), dv0 = dev.dv.bytes(pr.dv);
   expect_device_results(pr, dev, true);
-  int differing = 0;
-  for (int run = 1; run < 100; ++run) {
-    run_pass(dev.p, true);
-    if (HasFatalFailure()) return;
-    differing += dev.dq.bytes(pr.dq) != dq0;
-    differing += dev.dk.bytes(pr.dk) != dk0;
-    differing += dev.dv.bytes(pr.dv) != dv0;
-  }
+  const int differing = rerun_backward_differences(dev, pr, 99, true);
+  if (HasFatalFailure()) return;
   EXPECT_EQ(differing, 0) << "gradient tensors that differed from the first run's, over 99 runs";
 #endif
 }
