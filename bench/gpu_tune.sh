@@ -39,7 +39,7 @@ i=0
 if [ -n "${FA_TUNE_KERNEL_TIMES:-}" ]; then
   for dt in bf16 fp16; do
     python3 bench/kernel_times.py --lib build-${name}/libflashattn.so --dtype $dt \
-      --cases "$FA_TUNE_KERNEL_TIMES" 2>/dev/null
+      --cases "$FA_TUNE_KERNEL_TIMES" 2>> "$out/${name}-ktimes.log"
   done > "$out/${name}-ktimes.txt"
   echo "kernel times: $(grep -c '^==' "$out/${name}-ktimes.txt") cases in ${name}-ktimes.txt"
 fi
