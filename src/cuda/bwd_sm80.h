@@ -27,7 +27,8 @@ constexpr int kBwdSpareRows = kBwdWideBlockM;
 // rows = total_q + batch x kBwdSpareRows (each sequence has kBwdSpareRows spare rows, for the
 // main kernel's partial query tiles), then from a 16-byte boundary the split tail's fp32 partial
 // dK / dV (kBwdTailSlots per tail block: bwd_tail_part_elems each). All 4-byte elements. The
-// first three parts are adjacent: one clear; the partial sums are written whole, never cleared.
+// preprocess clears the accumulator, one memset the counters and semaphores after it (when
+// used); the partial sums are written whole, never cleared.
 // No split tail: no counters, no partial sums.
 struct BwdLayout {
   size_t dq_acc_elems, tail_cnt_elems, sem_elems, dsum_elems, lse2_elems, pad_elems,

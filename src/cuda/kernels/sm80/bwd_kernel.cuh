@@ -246,11 +246,22 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   return s;
 }
 
-// scale · rowsum(dO ∘ O) and LSE · log2(e) per row, in the workspace's row order: row_lanes(kD /
-// 8) lanes a row, each loading 16-byte chunks (the views are 16-byte aligned with strides a
-// multiple of 8 elements: check_view_alignment); grid (ceil(seqlen_q / kPreRows), heads_q,
-// batch). (One warp a row with 2-byte loads took 148 us at d = 64, 16k tokens x 32 heads,
-// against FA2's 73 us, which also clears its accumulator.)
+// Rows of a sequence of len_q queries whose dQ accumulator the preprocess clears: whole query
+// tiles of either step size (kBwdWideBlockM is a multiple of kBwdBlockM), since a tile's rows
+// are interleaved in memory (DqTileLayout) and the main kernel adds into all of its rows.
+__host__ __device__ constexpr int64_t bwd_clear_rows(int64_t len_q) {
+  return (len_q + kBwdWideBlockM - 1) / kBwdWideBlockM * kBwdWideBlockM;
+}
+static_assert(kBwdWideBlockM % kBwdBlockM == 0 && kBwdSpareRows >= kBwdWideBlockM - 1,
+              "the cleared tiles cover both step sizes and fit in a sequence's rows");
+
+// scale · rowsum(dO ∘ O) and LSE · log2(e) per row, in the workspace's row order, and the dQ
+// accumulator cleared: row_lanes(kD / 8) lanes a row, each loading 16-byte chunks (the views are
+// 16-byte aligned with strides a multiple of 8 elements: check_view_alignment) and storing
+// 16-byte zeros over the row's kD floats; the rows from len_q to bwd_clear_rows(len_q) are only
+// cleared. Grid (ceil(bwd_clear_rows(seqlen_q) / kPreRows), heads_q, batch). (One warp a row
+// with 2-byte loads took 148 us at d = 64, 16k tokens x 32 heads, against FA2's 73 us, which
+// also clears its accumulator; 43 us with 16-byte loads plus a 34 us memset before this.)
 template <typename Tag, int kD>
 __global__ void __launch_bounds__(32 * kRowWarps) bwd_preprocess(const __grid_constant__ Params p,
                                                                  BwdWorkspace ws) {
@@ -259,7 +270,14 @@ __global__ void __launch_bounds__(32 * kRowWarps) bwd_preprocess(const __grid_co
   const int64_t row0 = (int64_t(blockIdx.x) * kRowWarps + warp) * (32 / kLanes);
   const int64_t i = row0 + lane / kLanes, h = blockIdx.y, b = blockIdx.z;
   const SeqInfo sq = p.seq(b);
-  if (row0 >= sq.len_q) return;  // the whole warp: the shuffles below need every lane
+  const int64_t clear_rows = bwd_clear_rows(sq.len_q);
+  if (row0 >= clear_rows) return;  // the whole warp: the shuffles below need every lane
+  if (i < clear_rows) {
+    float4* acc =
+        reinterpret_cast<float4*>(ws.dq_acc + (h * ws.rows + acc_row(p, b, sq) + i) * kD);
+#pragma unroll
+    for (int c = sub; c < kD / 4; c += kLanes) acc[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
   const bool live = i < sq.len_q;
   float sum = 0.f;
   if (live) {

@@ -124,20 +124,19 @@ void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
     if (e != cudaSuccess)
       fail(FA_ERROR_CUDA, what, " (sm80 backward, d", kHeadDim, "): ", cudaGetErrorString(e));
   };
-  // The dQ accumulator, the tail's step counters and the semaphores are adjacent:
-  // one clear (the semaphores only matter in deterministic mode).
-  check(cudaMemsetAsync(ws.dq_acc, 0,
-                        (layout.dq_acc_elems + layout.tail_cnt_elems +
-                         (p.deterministic ? layout.sem_elems : 0)) *
-                            4,
-                        stream),
-        "clearing the dQ accumulator");
-  auto rows_grid = [&p](int rows_per_block) {
-    return dim3(unsigned((p.seqlen_q + rows_per_block - 1) / rows_per_block), unsigned(p.heads_q),
+  // The preprocess clears the dQ accumulator; the tail's step counters and the semaphores
+  // (adjacent, after it) are cleared here when used (the semaphores in deterministic mode only).
+  const size_t small_elems = layout.tail_cnt_elems + (p.deterministic ? layout.sem_elems : 0);
+  if (small_elems > 0)
+    check(cudaMemsetAsync(ws.tail_cnt, 0, small_elems * 4, stream),
+          "clearing the tail counters and semaphores");
+  auto rows_grid = [&p](int rows_per_block, int64_t rows) {
+    return dim3(unsigned((rows + rows_per_block - 1) / rows_per_block), unsigned(p.heads_q),
                 unsigned(p.batch));
   };
   bwd_preprocess<Tag, kHeadDim>
-      <<<rows_grid(kPreRows<kHeadDim>), 32 * kRowWarps, 0, stream>>>(p, ws);
+      <<<rows_grid(kPreRows<kHeadDim>, bwd_clear_rows(p.seqlen_q)), 32 * kRowWarps, 0, stream>>>(
+          p, ws);
   check(cudaGetLastError(), "preprocess launch");
   if (p.dropout_p > 0.f)
     launch_bwd_main<BwdTraits<kHeadDim, Tag, true>>(p, ws, smem_optin, stream);
@@ -150,10 +149,11 @@ void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
     wide = bwd_wide(p, kHeadDim, smem_optin);
     if (wide)
       bwd_postprocess<BwdTraits<kHeadDim, Tag, false, kBwdWideBlockM>>
-          <<<rows_grid(kPostRows<kHeadDim>), 32 * kRowWarps, 0, stream>>>(p, ws);
+          <<<rows_grid(kPostRows<kHeadDim>, p.seqlen_q), 32 * kRowWarps, 0, stream>>>(p, ws);
   }
   if (!wide)
-    bwd_postprocess<T><<<rows_grid(kPostRows<kHeadDim>), 32 * kRowWarps, 0, stream>>>(p, ws);
+    bwd_postprocess<T>
+        <<<rows_grid(kPostRows<kHeadDim>, p.seqlen_q), 32 * kRowWarps, 0, stream>>>(p, ws);
   check(cudaGetLastError(), "postprocess launch");
 }
 
