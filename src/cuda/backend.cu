@@ -128,6 +128,12 @@ int bwd_tail_min_steps() {
   return int(n);
 }
 
+bool bwd_pdl(const Params& p) {
+  const char* off = std::getenv("FA_SM80_BWD_PDL");
+  if (off != nullptr && std::strcmp(off, "0") == 0) return false;
+  return device_props(p.device.index).major >= 9;
+}
+
 size_t bwd_workspace_bytes(const Params& p, int kernel_d) {
   const int smem_optin = bwd_smem_optin(p);
   return bwd_layout(p, kernel_d,

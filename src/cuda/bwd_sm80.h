@@ -92,6 +92,12 @@ int bwd_smem_optin(const Params& p);
 constexpr int kBwdTailMinSteps = 32;
 int bwd_tail_min_steps();
 
+// Whether the main kernel is launched as the preprocess's programmatic dependent (sm90 and
+// later; cudaLaunchAttributeProgrammaticStreamSerialization), so that its blocks start and load
+// their K / V tiles while the preprocess's last wave drains. Off where the environment variable
+// FA_SM80_BWD_PDL is "0" (a switch for measuring it in one build); read on every call.
+bool bwd_pdl(const Params& p);
+
 // Whether the main kernel runs 128-query steps (bwd_wide_m), which the postprocess must know (the
 // dQ accumulator's tile order follows the step). Not with dropout: its Philox state on top of
 // the wider step's Sᵀ / dPᵀ spilled 936 bytes at d = 64. smem_optin: bwd_smem_optin(p).

@@ -269,6 +269,11 @@ __global__ void __launch_bounds__(32 * kRowWarps) bwd_preprocess(const __grid_co
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane % kLanes;
   const int64_t row0 = (int64_t(blockIdx.x) * kRowWarps + warp) * (32 / kLanes);
   const int64_t i = row0 + lane / kLanes, h = blockIdx.y, b = blockIdx.z;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The main kernel, launched as this one's programmatic dependent (bwd_pdl), may start once
+  // every block here has: its blocks load their K / V tiles as this grid's last wave drains.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
   const SeqInfo sq = p.seq(b);
   const int64_t clear_rows = bwd_clear_rows(sq.len_q);
   if (row0 >= clear_rows) return;  // the whole warp: the shuffles below need every lane
@@ -735,6 +740,12 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
                                  keys, d, tid);
   load_tile<KvTile, T::kThreads>(sV, p.v.at<const uint16_t>(b, sq.k_start + n0, hk), p.v.stride_s,
                                  keys, d, tid);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Launched as the preprocess's programmatic dependent (bwd_pdl): everything below reads its
+  // LSE / D rows or adds into the dQ accumulator it clears, so wait for that grid here, after
+  // issuing the K / V copies. Where launched plainly, this returns at once.
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
   // Default mode at d = 64 / 128 on sm90 (kRotate): block nb starts at query tile m_begin + nb %
   // m_steps and wraps around, so that under full attention the blocks of a head, which run in
   // lockstep, add into different dQ tiles at each step. Deterministic mode keeps the order.

@@ -44,7 +44,10 @@ void launch_bwd_kernel(const Params& p, const BwdWorkspace& ws_in, cudaStream_t 
   }
   // The whole tiles, then the tail. The launches run in order on the stream: the tail kernel
   // starts once every whole-tile block has finished (a partial last wave would have started
-  // block by block as SMs freed up).
+  // block by block as SMs freed up). The first of them follows the preprocess as its
+  // programmatic dependent where bwd_pdl says so (bwd_block waits for the preprocess's grid
+  // after its K / V copies).
+  bool dependent = bwd_pdl(p);
   auto launch = [&](auto kernel, std::atomic<uint64_t>& opted_in, dim3 blocks,
                     const char* what) {
     cudaError_t e = opt_in_smem(reinterpret_cast<const void*>(kernel), T::kSmemBytes,
@@ -52,8 +55,19 @@ void launch_bwd_kernel(const Params& p, const BwdWorkspace& ws_in, cudaStream_t 
     if (e != cudaSuccess)
       fail(FA_ERROR_CUDA, "cudaFuncSetAttribute (sm80 backward ", what, ", d", T::kHeadDim,
            "): ", cudaGetErrorString(e));
-    kernel<<<blocks, T::kThreads, T::kSmemBytes, stream>>>(p, ws, maps);
-    e = cudaGetLastError();
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = blocks;
+    cfg.blockDim = dim3(T::kThreads);
+    cfg.dynamicSmemBytes = T::kSmemBytes;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = dependent ? 1 : 0;
+    dependent = false;
+    e = cudaLaunchKernelEx(&cfg, kernel, p, ws, maps);
+    if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess)
       fail(FA_ERROR_CUDA, what, " launch (sm80 backward, d", T::kHeadDim,
            "): ", cudaGetErrorString(e));
