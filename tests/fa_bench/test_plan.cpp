@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "measure.h"
 #include "plan.h"
 #include "record.h"
 
@@ -143,6 +144,20 @@ TEST(FaBenchRecord, MemoryRatioCountsWhatTheCallAddsToItsInputs) {
   vanilla.status = "oom: test";
   EXPECT_EQ(line.memory_ratio(), 0.0);
   EXPECT_EQ(line.peak_ratio(), 0.0);
+}
+
+// The driver recorded with a GPU measurement: the kernel module's version from
+// /proc/driver/nvidia/version's text (format of the 580 series), "" where there is none.
+TEST(FaBenchMachine, DriverVersionFromProcText) {
+  EXPECT_EQ(nvidia_driver_version(
+                "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release "
+                "Build  (dvs-builder@U16-I3-B03-4-3)  Thu Oct 30 2025\nGCC version:  gcc 12\n"),
+            "580.159.04");
+  EXPECT_EQ(nvidia_driver_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.54.03  Tue"),
+            "535.54.03");
+  EXPECT_EQ(nvidia_driver_version(""), "");
+  EXPECT_EQ(nvidia_driver_version("GCC version: gcc 12"), "");
+  EXPECT_EQ(nvidia_driver_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  Release"), "");
 }
 
 }  // namespace

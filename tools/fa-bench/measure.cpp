@@ -1,11 +1,14 @@
 #include "measure.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include <unistd.h>
@@ -212,14 +215,35 @@ bool cuda_available() {
 #endif
 }
 
+std::string nvidia_driver_version(const std::string& proc_text) {
+  // The first token of the "NVRM version:" line made of digits and dots, with a dot: the module's
+  // name before it varies ("x86_64 Kernel Module", "Open Kernel Module for x86_64").
+  const size_t at = proc_text.find("NVRM version:");
+  if (at == std::string::npos) return "";
+  std::istringstream line(proc_text.substr(at, proc_text.find('\n', at) - at));
+  for (std::string tok; line >> tok;) {
+    const bool digits_dots = std::all_of(tok.begin(), tok.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c)) || c == '.';
+    });
+    if (digits_dots && std::isdigit(static_cast<unsigned char>(tok[0])) &&
+        tok.find('.') != std::string::npos)
+      return tok;
+  }
+  return "";
+}
+
 Machine machine(bool cuda) {
   Machine m{"cpu", "", ""};
 #ifdef FA_BENCH_CUDA
   if (cuda) {
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) m.gpu = prop.name;
+    std::ifstream proc("/proc/driver/nvidia/version");
+    std::stringstream text;
+    text << proc.rdbuf();
+    m.driver = nvidia_driver_version(text.str());
     int v = 0;
-    if (cudaDriverGetVersion(&v) == cudaSuccess)
+    if (m.driver.empty() && cudaDriverGetVersion(&v) == cudaSuccess)
       m.driver = "cuda-driver-api " + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
     if (cudaRuntimeGetVersion(&v) == cudaSuccess)
       m.cuda = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);

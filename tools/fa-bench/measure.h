@@ -30,6 +30,10 @@ struct Machine {
   std::string gpu, driver, cuda;
 };
 Machine machine(bool cuda);
+// The kernel driver's version ("580.159.04") from the text of /proc/driver/nvidia/version (the
+// first version-shaped token of its "NVRM version:" line), or "" where the text has none.
+// machine() records it as the driver, or the CUDA driver API's version where the file is missing.
+std::string nvidia_driver_version(const std::string& proc_text);
 
 // Never throws for a configuration that cannot run: the row's status says why ("oom: ...",
 // "unsupported: ...", "error: ..."). Peak bytes: on the GPU the cudaMemGetInfo drop while the
