@@ -13,10 +13,12 @@ Backward: the forward runs once outside the timing (ours: fa_forward for out and
 the autograd graph, kept with retain_graph), then only the backward is timed: fa_backward with
 preallocated dq, dk, dv and workspace (backend flashattn, and flashattn-det with
 deterministic=1 while the library accepts it), torch.autograd.grad for torch-fa2 / torch-cudnn.
-Each backend is timed --rounds times (default 2) per cell, the order rotated each round, and its
-figure is the median of the rounds (the JSON row keeps each round's ms in ms_rounds). Every
-timing starts with at least 200 ms of the backend's own untimed calls (gpu_common.time_fn): with
-five, whichever backend came right after cuDNN's backward read up to 14% slow.
+Each backend is timed once per round, the rounds' orders a Williams design (bench/round_order.py:
+every backend follows every other equally often; 4 rounds for the default 4 backends, 6 for 3),
+and its figure is the median of its rounds (the JSON row keeps each round's ms in ms_rounds;
+--rounds N takes N rounds of the design instead). Every timing starts with at least 200 ms of
+the backend's own untimed calls (gpu_common.time_fn): with five, whichever backend came right
+after cuDNN's backward read up to 14% slow; with 200 ms, still ~0.5%, hence the design.
 Exit status 2 when the library refuses the backward (its message on stderr).
 
   python3 bench/gpu_bench.py --json out.json [--quick] [--commit SHA] [--op bwd] [--dropout P]
@@ -36,6 +38,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fa_ctypes  # noqa: E402
 from gpu_common import ceilings, record_header, time_fn  # noqa: E402
+from round_order import round_orders  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # --dropout: every backend drops with this probability (ours with a fixed seed, SDPA with torch's
@@ -74,10 +77,10 @@ class _Env:
 def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
     """Backward of one cell: ({backend: median ms}, {our backend: max |ours - torch-fa2| over
     dq, dk, dv on set 0}, {backend: [ms of each round]}). Every backend is timed once per round,
-    the round's order rotated by one backend each round (so that none is always timed first
-    after the cell's setup); a backend's figure is the median of its rounds. Raises FaError when
-    the library refuses the default backward. det[0]: whether flashattn-det still runs; cleared,
-    with the library's message, at its first refusal."""
+    in the rounds' orders of round_orders (rounds None: the whole design), so that none always
+    comes first after the cell's setup or right after another; a backend's figure is the median
+    of its rounds. Raises FaError when the library refuses the default backward. det[0]: whether
+    flashattn-det still runs; cleared, with the library's message, at its first refusal."""
     def params(st, deterministic):
         return fa_ctypes.backward_params(lib, st["q"], st["k"], st["v"], st["out"], st["lse"],
                                          st["dout"], *st["grads"], causal=causal,
@@ -135,8 +138,8 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
             print(f"{backend} unavailable for {dt} d{d} s{s}: {e}", file=sys.stderr)
     names = list(fns)
     times = {n: [] for n in names}
-    for r in range(rounds):
-        for n in names[r % len(names):] + names[:r % len(names)]:
+    for order in round_orders(names, rounds):
+        for n in order:
             with _Env(env.get(n)):
                 times[n].append(time_fn(fns[n], repeats))
     # correctness spot check against PyTorch's FlashAttention-2 on the same inputs
@@ -201,10 +204,13 @@ def main():
                     help="comma-separated seqlens instead of the grid's (or --quick's)")
     ap.add_argument("--dtypes", help="comma-separated dtypes (bf16, fp16) instead of the grid's")
     ap.add_argument("--no-det", action="store_true", help="--op bwd: skip the deterministic mode")
-    ap.add_argument("--rounds", type=int, default=2,
-                    help="--op bwd: time every backend this many times per cell, in an order "
-                         "rotated each round; the figure is the median of the rounds")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="--op bwd: time every backend this many times per cell (default: the "
+                         "Williams design's rounds, 4 for 4 backends, 6 for 3; fewer are not "
+                         "balanced); the figure is the median of the rounds")
     args = ap.parse_args()
+    if args.rounds is not None and args.rounds < 1:
+        ap.error(f"--rounds must be at least 1, not {args.rounds}")
     global DROPOUT
     DROPOUT = args.dropout
     VARIANTS.extend(args.variant)
