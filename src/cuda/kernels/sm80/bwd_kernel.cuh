@@ -594,6 +594,19 @@ __device__ __forceinline__ void tail_part_epilogue(
   }
 }
 
+// The main kernel is launched as the preprocess's programmatic dependent (bwd_pdl): before it
+// reads LSE / D or adds into the dQ accumulator, and before any block leaves early, it waits for
+// the preprocess's grid. With every block waiting, this grid cannot complete before the
+// preprocess has, whatever its blocks find, so the postprocess after it never reads an
+// accumulator still being cleared. (Today some block always has keys, since validation refuses
+// empty tensors; the invariant does not lean on that.) Where launched plainly, the wait returns
+// at once.
+__device__ __forceinline__ void wait_for_preprocess() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 // Key tile nb of kv head hk, batch entry b: its steps [s_first, s_last) (clipped to its own
 // steps; a whole tile: 0, INT_MAX). The steps walk (query head of the group, query tile) pairs;
 // the Q, dO, LSE and D of step s + 1 stream into the other buffer while step s computes. A part
@@ -633,7 +646,10 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
   const int g = lane / 4, t = lane % 4;
   const SeqInfo sq = p.seq(b);
   const int64_t n0 = int64_t(nb) * kN;
-  if (n0 >= sq.len_k) return;
+  if (n0 >= sq.len_k) {
+    wait_for_preprocess();
+    return;
+  }
   const int d = int(p.head_dim);
   const int64_t keys = sq.len_k - n0 < kN ? sq.len_k - n0 : kN;
   const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
@@ -740,12 +756,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
                                  keys, d, tid);
   load_tile<KvTile, T::kThreads>(sV, p.v.at<const uint16_t>(b, sq.k_start + n0, hk), p.v.stride_s,
                                  keys, d, tid);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Launched as the preprocess's programmatic dependent (bwd_pdl): everything below reads its
-  // LSE / D rows or adds into the dQ accumulator it clears, so wait for that grid here, after
-  // issuing the K / V copies. Where launched plainly, this returns at once.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
+  wait_for_preprocess();  // the K / V copies issued, everything below reads the preprocess's rows
   // Default mode at d = 64 / 128 on sm90 (kRotate): block nb starts at query tile m_begin + nb %
   // m_steps and wraps around, so that under full attention the blocks of a head, which run in
   // lockstep, add into different dQ tiles at each step. Deterministic mode keeps the order.
@@ -1115,8 +1126,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
   if constexpr (!kTail) {
     // Grid (key tiles, kv heads, batch): the blocks past the tail_dp-th (x fastest) leave at once.
     const int nb = int(blockIdx.x);
-    if (nb + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z) >= ws.tail_dp)
+    if (nb + int64_t(gridDim.x) * (blockIdx.y + int64_t(gridDim.y) * blockIdx.z) >= ws.tail_dp) {
+      wait_for_preprocess();
       return;
+    }
     bwd_block<T>(p, ws, maps, p.deterministic ? int(gridDim.x) - 1 - nb : nb, blockIdx.y,
                  blockIdx.z, 0, INT_MAX, -1, true, phase, smem);
   } else {
