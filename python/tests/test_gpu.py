@@ -143,7 +143,8 @@ def test_backward_captures_in_a_cuda_graph(deterministic):
         if deterministic or name != "dq":
             assert torch.equal(c, e), name
         else:
-            torch.testing.assert_close(c, e, rtol=0, atol=2e-3)
+            # one fp16 rounding step apart at most; a stale replay would be O(1) off
+            torch.testing.assert_close(c, e, rtol=2e-3, atol=2e-3)
 
 
 def test_dropout_mask_equals_the_cpu_mask():
