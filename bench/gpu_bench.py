@@ -13,12 +13,14 @@ Backward: the forward runs once outside the timing (ours: fa_forward for out and
 the autograd graph, kept with retain_graph), then only the backward is timed: fa_backward with
 preallocated dq, dk, dv and workspace (backend flashattn, and flashattn-det with
 deterministic=1 while the library accepts it), torch.autograd.grad for torch-fa2 / torch-cudnn.
-Each backend is timed once per round, the rounds' orders a Williams design (bench/round_order.py:
-every backend follows every other equally often; 4 rounds for the default 4 backends, 6 for 3),
-and its figure is the median of its rounds (the JSON row keeps each round's ms in ms_rounds;
---rounds N takes N rounds of the design instead). Every timing starts with at least 200 ms of
-the backend's own untimed calls (gpu_common.time_fn): with five, whichever backend came right
-after cuDNN's backward read up to 14% slow; with 200 ms, still ~0.5%, hence the design.
+Forward and backward: each backend is timed once per round, the rounds' orders a Williams design
+(bench/round_order.py: every backend follows every other equally often; 6 rounds for the
+forward's 3 backends, 4 for the backward's default 4), and its figure is the median of its
+rounds (the JSON row keeps each round's ms in ms_rounds; --rounds N takes N rounds of the design
+instead). Every timing starts with at least 200 ms of the backend's own untimed calls
+(gpu_common.time_fn): with five, whichever backend came right after cuDNN's backward read up to
+14% slow; with 200 ms, still ~0.5%, hence the design. tests/fa_bench/gpu_bench_smoke_test.py
+runs this file's control flow on stand-ins for torch, the library and the timer.
 Exit status 2 when the library refuses the backward (its message on stderr).
 
   python3 bench/gpu_bench.py --json out.json [--quick] [--commit SHA] [--op bwd] [--dropout P]
@@ -152,6 +154,48 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
     return {n: statistics.median(t) for n, t in times.items()}, errs, times
 
 
+def fwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, rounds):
+    """Forward of one cell: ({backend: median ms}, max |ours - torch-fa2| of out on set 0 (None
+    with dropout), {backend: [ms of each round]}). The backends are timed in the rounds' orders
+    of round_orders, as the backward's (bwd_cell); cuDNN is left out where SDPA refuses it."""
+    sets = []
+    for _ in range(3):  # 3 x (q, k, v) of 64 MB each: rotated, L2 is 60 MB
+        q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=DTYPES[dt]) for _ in range(3))
+        out = torch.empty_like(q)
+        lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
+        p = fa_ctypes.forward_params(lib, q, k, v, out, lse, causal=causal, dropout_p=DROPOUT,
+                                     seed=1)
+        sets.append((q, k, v, out, lse, p))
+
+    def sdpa(st):
+        return F.scaled_dot_product_attention(st[0].transpose(1, 2), st[1].transpose(1, 2),
+                                              st[2].transpose(1, 2), is_causal=causal,
+                                              dropout_p=DROPOUT)
+    fns = {"flashattn": [lambda st=st: fa_ctypes.forward(lib, st[5], stream) for st in sets]}
+    kernels = {"torch-fa2": SDPBackend.FLASH_ATTENTION, "torch-cudnn": SDPBackend.CUDNN_ATTENTION}
+    with sdpa_kernel([kernels["torch-fa2"]]):  # FA2 is the reference: no fallback
+        ref = sdpa(sets[0]).transpose(1, 2)
+    fns["torch-fa2"] = [lambda st=st: sdpa(st) for st in sets]
+    try:
+        with sdpa_kernel([kernels["torch-cudnn"]]):
+            sdpa(sets[0])
+        fns["torch-cudnn"] = [lambda st=st: sdpa(st) for st in sets]
+    except RuntimeError as e:
+        print(f"cudnn unavailable for {dt} d{d} s{s}: {e}", file=sys.stderr)
+    times = {n: [] for n in fns}
+    for order in round_orders(list(fns), rounds):
+        for n in order:
+            if n in kernels:
+                with sdpa_kernel([kernels[n]]):
+                    times[n].append(time_fn(fns[n], repeats))
+            else:
+                times[n].append(time_fn(fns[n], repeats))
+    # correctness spot check against PyTorch's FlashAttention-2 on the same input
+    fa_ctypes.forward(lib, sets[0][5], stream)
+    err = None if DROPOUT else (sets[0][3].float() - ref.float()).abs().max().item()
+    return {n: statistics.median(t) for n, t in times.items()}, err, times
+
+
 def bwd_table(rows):
     """Short table for --op bwd: TFLOP/s and ratios ours / baseline; det/ours = deterministic ms
     over default ms (what determinism costs), when flashattn-det ran."""
@@ -205,9 +249,9 @@ def main():
     ap.add_argument("--dtypes", help="comma-separated dtypes (bf16, fp16) instead of the grid's")
     ap.add_argument("--no-det", action="store_true", help="--op bwd: skip the deterministic mode")
     ap.add_argument("--rounds", type=int, default=None,
-                    help="--op bwd: time every backend this many times per cell (default: the "
-                         "Williams design's rounds, 4 for 4 backends, 6 for 3; fewer are not "
-                         "balanced); the figure is the median of the rounds")
+                    help="time every backend this many times per cell (default: the Williams "
+                         "design's rounds, 4 for 4 backends, 6 for 3; fewer are not balanced); "
+                         "the figure is the median of the rounds")
     args = ap.parse_args()
     if args.rounds is not None and args.rounds < 1:
         ap.error(f"--rounds must be at least 1, not {args.rounds}")
@@ -232,8 +276,8 @@ def main():
     header = record_header(lib, args.commit, ceil)
 
     def save(partial):
-        """The record so far (--op bwd saves it after every cell, marked partial, so that a run
-        cut short keeps its cells)."""
+        """The record so far (saved after every cell, marked partial, so that a run cut short
+        keeps its cells)."""
         with open(args.json, "w") as f:
             json.dump(dict(header, rows=rows, **({"partial": True} if partial else {})), f,
                       indent=1)
@@ -266,46 +310,20 @@ def main():
                         torch.cuda.empty_cache()  # the cell's sets are gone with bwd_cell
                         save(partial=True)
                         continue
-                    sets = []
-                    for _ in range(3):  # 3 x (q, k, v) of 64 MB each: rotated, L2 is 60 MB
-                        q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=DTYPES[dt])
-                                   for _ in range(3))
-                        out = torch.empty_like(q)
-                        lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-                        p = fa_ctypes.forward_params(lib, q, k, v, out, lse, causal=causal,
-                                                     dropout_p=DROPOUT, seed=1)
-                        sets.append((q, k, v, out, lse, p))
-                    ours = [lambda st=st: fa_ctypes.forward(lib, st[5], stream) for st in sets]
-
-                    def sdpa(st):
-                        return F.scaled_dot_product_attention(
-                            st[0].transpose(1, 2), st[1].transpose(1, 2), st[2].transpose(1, 2),
-                            is_causal=causal, dropout_p=DROPOUT)
-                    res = {}
-                    res["flashattn"] = time_fn(ours, args.repeats)
-                    # correctness spot check against PyTorch's FlashAttention-2 on the same input
-                    fa_ctypes.forward(lib, sets[0][5], stream)
-                    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-                        ref = sdpa(sets[0]).transpose(1, 2)
-                        res["torch-fa2"] = time_fn([lambda st=st: sdpa(st) for st in sets], args.repeats)
-                    err = (None if DROPOUT else
-                           (sets[0][3].float() - ref.float()).abs().max().item())
-                    try:
-                        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                            res["torch-cudnn"] = time_fn([lambda st=st: sdpa(st) for st in sets],
-                                                         args.repeats)
-                    except RuntimeError as e:
-                        print(f"cudnn unavailable for {dt} d{d} s{s}: {e}", file=sys.stderr)
+                    res, err, rounds = fwd_cell(lib, b, s, h, d, dt, causal, stream,
+                                                args.repeats, args.rounds)
                     for backend, ms in res.items():
                         rows.append({"op": "fwd", "dtype": dt, "d": d, "causal": causal, "b": b,
                                      "h": h, "s_q": s, "s_k": s, "backend": backend,
                                      "ms": round(ms, 4), "tflops": round(flops / ms * 1e-9, 1),
                                      "dropout": DROPOUT,
-                                     "max_abs_diff_vs_torch_fa2": err if backend == "flashattn" else None})
+                                     "max_abs_diff_vs_torch_fa2": err if backend == "flashattn" else None,
+                                     "ms_rounds": [round(x, 4) for x in rounds[backend]]})
                     print(f"{dt} d{d} causal={int(causal)} s{s}: " +
                           " ".join(f"{k}={flops / v * 1e-9:.0f}" for k, v in res.items()) +
                           (f" err={err:.2e}" if err is not None else ""), file=sys.stderr)
-                    del sets
+                    torch.cuda.empty_cache()
+                    save(partial=True)
     torch.cuda.empty_cache()
     save(partial=False)
     if args.op == "bwd":
