@@ -64,6 +64,7 @@
 #include "common/philox.h"
 #include "cuda/bwd_sm80.h"  // kBwdBlockM, kBwdSpareRows, bwd_block_n
 #include "cuda/arch/cp_async.cuh"
+#include "cuda/arch/griddep.cuh"
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
 #include "cuda/arch/tma.cuh"
@@ -269,11 +270,9 @@ __global__ void __launch_bounds__(32 * kRowWarps) bwd_preprocess(const __grid_co
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane % kLanes;
   const int64_t row0 = (int64_t(blockIdx.x) * kRowWarps + warp) * (32 / kLanes);
   const int64_t i = row0 + lane / kLanes, h = blockIdx.y, b = blockIdx.z;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The main kernel, launched as this one's programmatic dependent (bwd_pdl), may start once
   // every block here has: its blocks load their K / V tiles as this grid's last wave drains.
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
+  grid_launch_dependents();
   const SeqInfo sq = p.seq(b);
   const int64_t clear_rows = bwd_clear_rows(sq.len_q);
   if (row0 >= clear_rows) return;  // the whole warp: the shuffles below need every lane
@@ -601,11 +600,7 @@ __device__ __forceinline__ void tail_part_epilogue(
 // accumulator still being cleared. (Today some block always has keys, since validation refuses
 // empty tensors; the invariant does not lean on that.) Where launched plainly, the wait returns
 // at once.
-__device__ __forceinline__ void wait_for_preprocess() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void wait_for_preprocess() { grid_dependency_wait(); }
 
 // Key tile nb of kv head hk, batch entry b: its steps [s_first, s_last) (clipped to its own
 // steps; a whole tile: 0, INT_MAX). The steps walk (query head of the group, query tile) pairs;
