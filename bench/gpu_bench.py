@@ -28,6 +28,7 @@ Exit status 2 when the library refuses the backward (its message on stderr).
       [--no-det] [--rounds N]
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -74,6 +75,18 @@ class _Env:
                 del os.environ[self.name]
             else:
                 os.environ[self.name] = self.old
+
+
+def time_rounds(fns, rounds, repeats, context):
+    """{backend: [ms of each round]}: every backend of fns timed once a round, in the rounds'
+    orders of round_orders (rounds None: the whole design), each timing inside context(backend)
+    (its --variant's environment, or its SDPA kernel)."""
+    times = {n: [] for n in fns}
+    for order in round_orders(list(fns), rounds):
+        for n in order:
+            with context(n):
+                times[n].append(time_fn(fns[n], repeats))
+    return times
 
 
 def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
@@ -138,12 +151,7 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
         except RuntimeError as e:
             fns.pop(backend, None)
             print(f"{backend} unavailable for {dt} d{d} s{s}: {e}", file=sys.stderr)
-    names = list(fns)
-    times = {n: [] for n in names}
-    for order in round_orders(names, rounds):
-        for n in order:
-            with _Env(env.get(n)):
-                times[n].append(time_fn(fns[n], repeats))
+    times = time_rounds(fns, rounds, repeats, lambda n: _Env(env.get(n)))
     # correctness spot check against PyTorch's FlashAttention-2 on the same inputs
     errs = {}
     for backend in ("flashattn-det", "flashattn"):  # flashattn last: dq, dk, dv end as its own
@@ -182,14 +190,8 @@ def fwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, rounds):
         fns["torch-cudnn"] = [lambda st=st: sdpa(st) for st in sets]
     except RuntimeError as e:
         print(f"cudnn unavailable for {dt} d{d} s{s}: {e}", file=sys.stderr)
-    times = {n: [] for n in fns}
-    for order in round_orders(list(fns), rounds):
-        for n in order:
-            if n in kernels:
-                with sdpa_kernel([kernels[n]]):
-                    times[n].append(time_fn(fns[n], repeats))
-            else:
-                times[n].append(time_fn(fns[n], repeats))
+    times = time_rounds(fns, rounds, repeats, lambda n: (
+        sdpa_kernel([kernels[n]]) if n in kernels else contextlib.nullcontext()))
     # correctness spot check against PyTorch's FlashAttention-2 on the same input
     fa_ctypes.forward(lib, sets[0][5], stream)
     err = None if DROPOUT else (sets[0][3].float() - ref.float()).abs().max().item()
