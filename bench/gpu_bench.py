@@ -25,7 +25,10 @@ Exit status 2 when the library refuses the backward (its message on stderr).
 
   python3 bench/gpu_bench.py --json out.json [--quick] [--commit SHA] [--op bwd] [--dropout P]
       [--causal both|no|yes] [--variant ENV=VALUE ...] [--seqlens 1024,...] [--dtypes bf16,...]
-      [--no-det] [--rounds N]
+      [--no-det] [--rounds N] [--lib-variant NAME=PATH ...]
+--lib-variant times a second build of the library (another tree's, with a patch applied) in the
+same cells and rounds as the main one: an A/B whose two sides see the same inputs, clocks and
+neighbours, which separate runs (~0.5% apart on their own) do not.
 """
 import argparse
 import contextlib
@@ -48,6 +51,9 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # generator), so the spot checks against FA2 are skipped (different masks).
 DROPOUT = 0.0
 VARIANTS = []  # --variant ENV=VALUE: ours timed again with that environment variable set
+# --lib-variant NAME=PATH: ours timed again through another build of the library (loaded beside
+# the main one), as backend flashattn[NAME]; its name is also in VARIANTS, for the table.
+VARIANT_LIBS = {}
 
 
 def our_call(lib, p, stream, backward):
@@ -96,9 +102,9 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
     comes first after the cell's setup or right after another; a backend's figure is the median
     of its rounds. Raises FaError when the library refuses the default backward. det[0]: whether
     flashattn-det still runs; cleared, with the library's message, at its first refusal."""
-    def params(st, deterministic):
-        return fa_ctypes.backward_params(lib, st["q"], st["k"], st["v"], st["out"], st["lse"],
-                                         st["dout"], *st["grads"], causal=causal,
+    def params(st, deterministic, on=None):
+        return fa_ctypes.backward_params(on or lib, st["q"], st["k"], st["v"], st["out"],
+                                         st["lse"], st["dout"], *st["grads"], causal=causal,
                                          deterministic=deterministic, dropout_p=DROPOUT, seed=1)
     sets = []
     for _ in range(3):  # 3 x 8 tensors of 64 MB (q k v out dout dq dk dv): rotated, L2 is 60 MB
@@ -114,6 +120,11 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
     fns = {"flashattn": [st["flashattn"] for st in sets]}
     env = {}  # backend: the --variant its calls run under (the library reads it per call)
     for var in VARIANTS:
+        other = VARIANT_LIBS.get(var)
+        if other is not None:  # another build: its own params and workspace, the same tensors
+            fns[f"flashattn[{var}]"] = [our_call(other, params(st, False, other), stream, True)
+                                        for st in sets]
+            continue
         with _Env(var):
             fns[f"flashattn[{var}]"] = [our_call(lib, params(st, False), stream, True)
                                         for st in sets]
@@ -154,9 +165,10 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
     times = time_rounds(fns, rounds, repeats, lambda n: _Env(env.get(n)))
     # correctness spot check against PyTorch's FlashAttention-2 on the same inputs
     errs = {}
-    for backend in ("flashattn-det", "flashattn"):  # flashattn last: dq, dk, dv end as its own
+    # flashattn last: dq, dk, dv end as its own; a --lib-variant's build is checked as well
+    for backend in ("flashattn-det", *(f"flashattn[{v}]" for v in VARIANT_LIBS), "flashattn"):
         if backend in fns and ref is not None and not DROPOUT:
-            sets[0][backend]()
+            fns[backend][0]()
             errs[backend] = max((a.float() - r.float()).abs().max().item()
                                 for a, r in zip(sets[0]["grads"], ref))
     return {n: statistics.median(t) for n, t in times.items()}, errs, times
@@ -246,6 +258,10 @@ def main():
     ap.add_argument("--variant", action="append", default=[], metavar="ENV=VALUE",
                     help="--op bwd: also time ours with this environment variable set, in the "
                          "same cell (backend flashattn[ENV=VALUE]); repeatable")
+    ap.add_argument("--lib-variant", action="append", default=[], metavar="NAME=PATH",
+                    help="--op bwd: also time the library built at PATH (e.g. with a patch of "
+                         "dev/experiments) in the same cell and rounds (backend "
+                         "flashattn[NAME]); repeatable")
     ap.add_argument("--seqlens",
                     help="comma-separated seqlens instead of the grid's (or --quick's)")
     ap.add_argument("--dtypes", help="comma-separated dtypes (bf16, fp16) instead of the grid's")
@@ -260,6 +276,12 @@ def main():
     global DROPOUT
     DROPOUT = args.dropout
     VARIANTS.extend(args.variant)
+    for var in args.lib_variant:
+        name, sep, path = var.partition("=")
+        if not sep or not name or not path or name in VARIANTS:
+            ap.error(f"--lib-variant wants NAME=PATH with a new NAME, not {var!r}")
+        VARIANT_LIBS[name] = fa_ctypes.load(path)
+        VARIANTS.append(name)
     causals = {"both": (False, True), "no": (False,), "yes": (True,)}[args.causal]
 
     lib = fa_ctypes.load(args.lib)

@@ -22,7 +22,7 @@ CALLS = []   # every backend call, in order
 TIMED = []   # the backend of every time_fn call, in order
 STATE = {"sdpa": None, "refuse_cudnn": False}
 MS = {"flashattn": 1.0, "flashattn-det": 1.3, "torch-fa2": 1.1, "torch-cudnn": 0.7,
-      "flashattn[FA_TEST_VAR=1]": 0.9}
+      "flashattn[FA_TEST_VAR=1]": 0.9, "flashattn[other]": 0.95}
 
 
 class Tensor:
@@ -101,17 +101,19 @@ def install_stubs():
     class FaError(RuntimeError):
         pass
     fa.FaError = FaError
-    fa.load = lambda path=None: "lib"
+    fa.load = lambda path=None: path or "lib"  # a stand-in library: its path
     fa.forward_params = lambda lib, *a, **k: {"det": False}
     fa.backward_params = lambda lib, *a, deterministic=False, **k: {"det": deterministic}
     fa.workspace_size = lambda lib, p, backward=False: 0
 
-    def ours(name):
+    def ours(name, lib):
         var = os.environ.get("FA_TEST_VAR")
+        if lib == "other.so":  # the --lib-variant build
+            return "flashattn[other]"
         return f"{name}[FA_TEST_VAR={var}]" if var else name
-    fa.forward = lambda lib, p, stream=0, *a: CALLS.append(ours("flashattn"))
+    fa.forward = lambda lib, p, stream=0, *a: CALLS.append(ours("flashattn", lib))
     fa.backward = lambda lib, p, stream=0, *a: CALLS.append(
-        ours("flashattn-det" if p["det"] else "flashattn"))
+        ours("flashattn-det" if p["det"] else "flashattn", lib))
 
     common = types.ModuleType("gpu_common")
     common.ceilings = lambda: {}
@@ -139,6 +141,7 @@ def run(args):
         path = os.path.join(tmp, "r.json")
         sys.argv = ["gpu_bench.py", "--json", path] + args
         gpu_bench.VARIANTS.clear()
+        gpu_bench.VARIANT_LIBS.clear()
         out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
             gpu_bench.main()
@@ -173,6 +176,13 @@ rec, timed, table = run(grid + ["--op", "bwd", "--variant", "FA_TEST_VAR=1"])
 check_rows(rec, timed, bwd, 2, "bwd")
 check("bf16 d64 full s1024" in table, "bwd: no table line")
 check("FA_TEST_VAR" not in os.environ, "bwd: the variant's variable leaked")
+
+rec, timed, table = run(grid + ["--op", "bwd", "--no-det", "--lib-variant", "other=other.so"])
+check_rows(rec, timed, ["flashattn", "flashattn[other]", "torch-fa2", "torch-cudnn"], 2,
+           "bwd --lib-variant")
+check(all(r["max_abs_diff_vs_torch_fa2"] is not None for r in rec["rows"]
+          if r["backend"].startswith("flashattn")), "bwd --lib-variant: a build not checked")
+check("[other]" in table, "bwd --lib-variant: not in the table")
 
 rec, timed, table = run(grid + ["--op", "bwd", "--no-det", "--rounds", "2"])
 check(timed == [b for o in round_orders(["flashattn", "torch-fa2", "torch-cudnn"], 2)
