@@ -273,6 +273,8 @@ def main():
     args = ap.parse_args()
     if args.rounds is not None and args.rounds < 1:
         ap.error(f"--rounds must be at least 1, not {args.rounds}")
+    if args.op == "fwd" and (args.variant or args.lib_variant):
+        ap.error("--variant and --lib-variant time the backward only: add --op bwd")
     global DROPOUT
     DROPOUT = args.dropout
     VARIANTS.extend(args.variant)

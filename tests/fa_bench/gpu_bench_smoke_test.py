@@ -188,6 +188,12 @@ rec, timed, table = run(grid + ["--op", "bwd", "--no-det", "--rounds", "2"])
 check(timed == [b for o in round_orders(["flashattn", "torch-fa2", "torch-cudnn"], 2)
                 for b in o] * 2, f"bwd --rounds 2: {timed}")
 
+try:  # the forward has no variants: refused, not silently left out
+    run(grid + ["--lib-variant", "other=other.so"])
+    check(False, "fwd --lib-variant: accepted")
+except SystemExit as e:
+    check(e.code == 2, f"fwd --lib-variant: exit {e.code}")
+
 fwd = ["flashattn", "torch-fa2", "torch-cudnn"]
 rec, timed, table = run(grid)
 check_rows(rec, timed, fwd, 2, "fwd")
