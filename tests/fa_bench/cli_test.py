@@ -19,8 +19,7 @@ TOP_KEYS = {"gpu", "driver", "cuda", "torch", "cudnn", "commit", "command", "cei
 FLAGS = {
     "run": ["--backend", "--op", "--dtype", "--batch", "--heads", "--kv-heads", "--seqlen",
             "--seqlen-k", "--head-dim", "--causal", "--device", "--warmup", "--warmup-ms",
-            "--repeats", "--json",
-            "--csv", "--commit"],
+            "--repeats", "--json", "--csv", "--commit"],
     "sweep": ["--backend", "--op", "--dtype", "--hidden", "--tokens", "--seqlens", "--dims",
               "--causal", "--device", "--repeats", "--json", "--csv"],
     "compare": ["--op", "--dtype", "--batch", "--heads", "--head-dim", "--seqlens", "--causal",

@@ -123,8 +123,9 @@ struct BwdTail {
   int ctas = 0;          // blocks sharing the tail (0: none)
 };
 // tiles: key tiles x kv heads x batch; steps: each tile's; sms: the device's; no split tail
-// for tiles of fewer than min_steps steps, nor for a tail of more than kBwdTailMaxWaveNum / Den of a wave
-// (a nearly whole last wave leaves few SMs idle, so splitting it gains little).
+// for tiles of fewer than min_steps steps, nor for a tail of more than kBwdTailMaxWaveNum /
+// kBwdTailMaxWaveDen of a wave (a nearly whole last wave leaves few SMs idle, so splitting it
+// gains little).
 constexpr int kBwdTailMaxWaveNum = 3, kBwdTailMaxWaveDen = 4;  // 3/4
 FA_HOST_DEVICE BwdTail bwd_tail_split(int64_t tiles, int64_t steps, int sms, int min_steps) {
   BwdTail t;
