@@ -13,7 +13,7 @@ def time_fn(fns, repeats, warmup=5, warmup_ms=200.0):
     untimed runs (rotating through fns, i.e. through the input sets): at least `warmup` of them
     and at least `warmup_ms` of them, each waited for. The time-based warm-up is there because a
     backend timed right after cuDNN's backward read up to 14% slow with five warm-up calls
-    (thirteenth session, docs/performance.md; presumably the clock recovering from cuDNN's
+    (thirteenth session, docs/performance-log.md; presumably the clock recovering from cuDNN's
     higher power draw)."""
     i, t0 = 0, time.perf_counter()
     while i < warmup or (time.perf_counter() - t0) * 1e3 < warmup_ms:

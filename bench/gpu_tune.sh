@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Tuning run on the GPU machine: builds the library a second time with a kernel-config override
 # (FA_TUNE_FLAGS, e.g. "-DFA_SM80_FWD_BLOCK_N_D128=64") and benchmarks it beside the default
-# build (build-gpu, from scripts/gpu-check.sh). Verdicts go to docs/performance.md.
+# build (build-gpu, from scripts/gpu-check.sh). Verdicts go to docs/performance-log.md.
 #   [FA_TUNE_NAME=name] bench/gpu_tune.sh OUTDIR
 # FA_TUNE_NAME (default "tune") names the build directory and output files, so that several
 # variants can be built and measured in one session. FA_TUNE_HEAD_DIMS (e.g. "64;128;256")

@@ -1,7 +1,7 @@
 """The order in which bench/gpu_bench.py times a cell's backends, round by round.
 
 A backend timed right after cuDNN's backward reads slow: up to 14% with five warm-up calls, and
-still ~0.5% with 200 ms of its own warm-up (docs/performance.md, thirteenth and fourteenth
+still ~0.5% with 200 ms of its own warm-up (docs/performance-log.md, thirteenth and fourteenth
 sessions). With the order merely rotated, the same backend follows cuDNN in every other round
 and FA2 never does. The rounds here form a Williams design instead: every backend takes every
 position, and within the rounds every backend directly follows every other the same number of

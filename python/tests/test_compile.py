@@ -62,8 +62,8 @@ def test_fullgraph_backward_matches_eager(dev):
     if device == "cuda" and not os.environ.get("FA_TEST_CHILD"):
         # On the H200 (torch 2.11, inductor) this case died with a segmentation fault inside the
         # library's backward workspace query, taking the rest of the suite with it. The cause
-        # (dev/probe_throw.sh, 2026-11-30): that machine's g++ linked libstdc++ statically into
-        # the library, which exported its symbols, and formatting an error message mixed the
+        # (found with a probe script, since removed, 2026-11-30): that machine's g++ linked
+        # libstdc++ statically into the library, which exported its symbols, and formatting an error message mixed the
         # copy's locale state with the process's libstdc++; the library now exports only its C
         # ABI (src/api/exports.map). The child process stays: a crash fails this test alone.
         # The child's pytest exits 0 on pass or xfail.

@@ -20,7 +20,8 @@ struct Config {
   int warmup = 3, repeats = 30;
   // GPU: after the warmup calls, untimed calls (each waited for) until warmup_ms have passed
   // since the first, so that the card's clock settles under this call before timing (a backend
-  // timed right after another read up to 14% slow with a few warm-up calls: docs/performance.md).
+  // timed right after another read up to 14% slow with a few warm-up calls:
+  // docs/performance-log.md, thirteenth session).
   double warmup_ms = 200;
 };
 
