@@ -175,9 +175,10 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
 
 
 def fwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, rounds):
-    """Forward of one cell: ({backend: median ms}, max |ours - torch-fa2| of out on set 0 (None
-    with dropout), {backend: [ms of each round]}). The backends are timed in the rounds' orders
-    of round_orders, as the backward's (bwd_cell); cuDNN is left out where SDPA refuses it."""
+    """Forward of one cell: ({backend: median ms}, {our backend: max |out - torch-fa2's| on set
+    0} (empty with dropout), {backend: [ms of each round]}). The backends are timed in the
+    rounds' orders of round_orders, as the backward's (bwd_cell); cuDNN is left out where SDPA
+    refuses it. A --lib-variant's build writes the same out and lse through its own params."""
     sets = []
     for _ in range(3):  # 3 x (q, k, v) of 64 MB each: rotated, L2 is 60 MB
         q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=DTYPES[dt]) for _ in range(3))
@@ -185,13 +186,19 @@ def fwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, rounds):
         lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
         p = fa_ctypes.forward_params(lib, q, k, v, out, lse, causal=causal, dropout_p=DROPOUT,
                                      seed=1)
-        sets.append((q, k, v, out, lse, p))
+        others = {name: fa_ctypes.forward_params(other, q, k, v, out, lse, causal=causal,
+                                                 dropout_p=DROPOUT, seed=1)
+                  for name, other in VARIANT_LIBS.items()}
+        sets.append((q, k, v, out, lse, p, others))
 
     def sdpa(st):
         return F.scaled_dot_product_attention(st[0].transpose(1, 2), st[1].transpose(1, 2),
                                               st[2].transpose(1, 2), is_causal=causal,
                                               dropout_p=DROPOUT)
     fns = {"flashattn": [lambda st=st: fa_ctypes.forward(lib, st[5], stream) for st in sets]}
+    for name, other in VARIANT_LIBS.items():
+        fns[f"flashattn[{name}]"] = [
+            lambda st=st, o=other, n=name: fa_ctypes.forward(o, st[6][n], stream) for st in sets]
     kernels = {"torch-fa2": SDPBackend.FLASH_ATTENTION, "torch-cudnn": SDPBackend.CUDNN_ATTENTION}
     with sdpa_kernel([kernels["torch-fa2"]]):  # FA2 is the reference: no fallback
         ref = sdpa(sets[0]).transpose(1, 2)
@@ -204,10 +211,13 @@ def fwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, rounds):
         print(f"cudnn unavailable for {dt} d{d} s{s}: {e}", file=sys.stderr)
     times = time_rounds(fns, rounds, repeats, lambda n: (
         sdpa_kernel([kernels[n]]) if n in kernels else contextlib.nullcontext()))
-    # correctness spot check against PyTorch's FlashAttention-2 on the same input
-    fa_ctypes.forward(lib, sets[0][5], stream)
-    err = None if DROPOUT else (sets[0][3].float() - ref.float()).abs().max().item()
-    return {n: statistics.median(t) for n, t in times.items()}, err, times
+    # correctness spot check against PyTorch's FlashAttention-2 on the same input; ours last
+    errs = {}
+    for backend in (*(f"flashattn[{v}]" for v in VARIANT_LIBS), "flashattn"):
+        if not DROPOUT:
+            fns[backend][0]()
+            errs[backend] = (sets[0][3].float() - ref.float()).abs().max().item()
+    return {n: statistics.median(t) for n, t in times.items()}, errs, times
 
 
 def bwd_table(rows):
@@ -259,7 +269,7 @@ def main():
                     help="--op bwd: also time ours with this environment variable set, in the "
                          "same cell (backend flashattn[ENV=VALUE]); repeatable")
     ap.add_argument("--lib-variant", action="append", default=[], metavar="NAME=PATH",
-                    help="--op bwd: also time the library built at PATH (e.g. with a patch of "
+                    help="also time the library built at PATH (e.g. with a patch of "
                          "dev/experiments) in the same cell and rounds (backend "
                          "flashattn[NAME]); repeatable")
     ap.add_argument("--seqlens",
@@ -273,8 +283,8 @@ def main():
     args = ap.parse_args()
     if args.rounds is not None and args.rounds < 1:
         ap.error(f"--rounds must be at least 1, not {args.rounds}")
-    if args.op == "fwd" and (args.variant or args.lib_variant):
-        ap.error("--variant and --lib-variant time the backward only: add --op bwd")
+    if args.op == "fwd" and args.variant:
+        ap.error("--variant times the backward only: add --op bwd")
     global DROPOUT
     DROPOUT = args.dropout
     VARIANTS.extend(args.variant)
@@ -336,18 +346,19 @@ def main():
                         torch.cuda.empty_cache()  # the cell's sets are gone with bwd_cell
                         save(partial=True)
                         continue
-                    res, err, rounds = fwd_cell(lib, b, s, h, d, dt, causal, stream,
-                                                args.repeats, args.rounds)
+                    res, errs, rounds = fwd_cell(lib, b, s, h, d, dt, causal, stream,
+                                                 args.repeats, args.rounds)
                     for backend, ms in res.items():
                         rows.append({"op": "fwd", "dtype": dt, "d": d, "causal": causal, "b": b,
                                      "h": h, "s_q": s, "s_k": s, "backend": backend,
                                      "ms": round(ms, 4), "tflops": round(flops / ms * 1e-9, 1),
                                      "dropout": DROPOUT,
-                                     "max_abs_diff_vs_torch_fa2": err if backend == "flashattn" else None,
+                                     "max_abs_diff_vs_torch_fa2": errs.get(backend),
                                      "ms_rounds": [round(x, 4) for x in rounds[backend]]})
                     print(f"{dt} d{d} causal={int(causal)} s{s}: " +
                           " ".join(f"{k}={flops / v * 1e-9:.0f}" for k, v in res.items()) +
-                          (f" err={err:.2e}" if err is not None else ""), file=sys.stderr)
+                          "".join(f" err[{k}]={v:.2e}" for k, v in errs.items()),
+                          file=sys.stderr)
                     torch.cuda.empty_cache()
                     save(partial=True)
     torch.cuda.empty_cache()
@@ -355,15 +366,23 @@ def main():
     if args.op == "bwd":
         bwd_table(rows)
         return
-    # Short table last: TFLOP/s and ratios, ours / baseline.
-    print(f"\n{'case':<26}{'ours':>7}{'fa2':>7}{'cudnn':>7}{'/fa2':>7}{'/cudnn':>8}")
+    # Short table last: TFLOP/s and ratios, ours / baseline; per --lib-variant its TFLOP/s, its
+    # ratio to FA2 and ours over it.
+    print(f"\n{'case':<26}{'ours':>7}{'fa2':>7}{'cudnn':>7}{'/fa2':>7}{'/cudnn':>8}" +
+          "".join(f"  {'[' + v + ']':>{max(len(v) + 2, 7)}}{'/fa2':>7}{'ours/it':>8}"
+                  for v in VARIANTS))
     keyed = {}
     for r in rows:
         keyed.setdefault((r["dtype"], r["d"], r["causal"], r["s_q"]), {})[r["backend"]] = r["tflops"]
     for (dt, d, c, s), v in keyed.items():
         o, f2, cu = v.get("flashattn"), v.get("torch-fa2"), v.get("torch-cudnn")
-        print(f"{dt} d{d} {'causal' if c else 'full':<6} s{s:<6}{o:>7.0f}{f2:>7.0f}"
-              f"{(cu or 0):>7.0f}{o / f2:>7.2f}{(o / cu if cu else 0):>8.2f}")
+        line = (f"{dt} d{d} {'causal' if c else 'full':<6} s{s:<6}{o:>7.0f}{f2:>7.0f}"
+                f"{(cu or 0):>7.0f}{o / f2:>7.2f}{(o / cu if cu else 0):>8.2f}")
+        for var in VARIANTS:
+            vt = v.get(f"flashattn[{var}]")
+            line += (f"  {vt:>{max(len(var) + 2, 7)}.0f}{vt / f2:>7.2f}{o / vt:>8.2f}" if vt
+                     else "")
+        print(line)
 
 
 if __name__ == "__main__":

@@ -31,23 +31,39 @@ rc=$?
 summary+=("build: rc=$rc in $(( $(date +%s) - t0 ))s")
 if [ $rc -ne 0 ]; then tail -40 "$out/build.log"; exit 1; fi
 
+# The GPU tests, as FA_GPU_CHECK_SHARDS (default 4) gtest shards side by side on the one GPU
+# (their logs concatenated into gpu-tests.log; rc is the worst shard's).
 t0=$(date +%s)
-./build-gpu/tests/fa_tests \
-  --gtest_filter='Grid/Gpu*:*VanillaGpu*:GpuBackward*:HeadDims/GpuDropout*:HeadDims/GpuDeterministic*:HeadDims/GpuBwdTail*' \
-  > "$out/gpu-tests.log" 2>&1
-rc=$?
+shards=${FA_GPU_CHECK_SHARDS:-4}
+gpu_filter='Grid/Gpu*:*VanillaGpu*:GpuBackward*:HeadDims/GpuDropout*:HeadDims/GpuDeterministic*:HeadDims/GpuBwdTail*:Arrays/GpuHostile*:GpuHostile*'
+pids=()
+for ((i = 0; i < shards; ++i)); do
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i ./build-gpu/tests/fa_tests \
+    --gtest_filter="$gpu_filter" > "$out/gpu-tests-$i.log" 2>&1 &
+  pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+cat "$out"/gpu-tests-*.log > "$out/gpu-tests.log" && rm -f "$out"/gpu-tests-*.log
 summary+=("gpu tests: rc=$rc, $(grep -cE '^\[ +OK' "$out/gpu-tests.log") ok, $(grep -cE '^\[  FAILED' "$out/gpu-tests.log") failed lines, $(grep -cE '^\[  SKIPPED' "$out/gpu-tests.log") skipped, $(( $(date +%s) - t0 ))s")
 
+# memcheck (with the hostile cu_seqlens of test_gpu_hostile.cpp) and racecheck side by side.
 t0=$(date +%s)
+memcheck_filter='*Gpu*s113x203*:*GpuDropout*d64:HeadDims/GpuBwdTail*d64:Arrays/GpuHostile*:GpuHostile*'
+racecheck_filter='*Gpu*_d64_*s113x203*:*Gpu*s113x203*_d64*:Grid/Gpu*s799x3*:HeadDims/GpuBwdTail*d64'
 {
-  echo "== memcheck"; compute-sanitizer --tool memcheck --error-exitcode 9 \
-    ./build-gpu/tests/fa_tests --gtest_filter='*Gpu*s113x203*:*GpuDropout*d64:HeadDims/GpuBwdTail*d64' > "$out/memcheck.log" 2>&1
-  echo "rc=$?"
-  echo "== racecheck"; compute-sanitizer --tool racecheck --error-exitcode 9 \
-    ./build-gpu/tests/fa_tests --gtest_filter='*Gpu*_d64_*s113x203*:*Gpu*s113x203*_d64*:Grid/Gpu*s799x3*:HeadDims/GpuBwdTail*d64' > "$out/racecheck.log" 2>&1
-  echo "rc=$?"
-} > "$out/sanitizer.log" 2>&1
-summary+=("sanitizer: $(cat "$out/sanitizer.log" <(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/memcheck.log" "$out/racecheck.log") | grep -E '^rc=|SUMMARY' | tr '\n' ' ') $(( $(date +%s) - t0 ))s")
+  compute-sanitizer --tool memcheck --error-exitcode 9 ./build-gpu/tests/fa_tests \
+    --gtest_filter="$memcheck_filter" > "$out/memcheck.log" 2>&1
+  echo "memcheck rc=$?" > "$out/memcheck.rc"
+} &
+{
+  compute-sanitizer --tool racecheck --error-exitcode 9 ./build-gpu/tests/fa_tests \
+    --gtest_filter="$racecheck_filter" > "$out/racecheck.log" 2>&1
+  echo "racecheck rc=$?" > "$out/racecheck.rc"
+} &
+wait
+cat "$out/memcheck.rc" "$out/racecheck.rc" > "$out/sanitizer.log" && rm -f "$out"/*.rc
+summary+=("sanitizer: $(cat "$out/sanitizer.log" <(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/memcheck.log" "$out/racecheck.log") | grep -E 'rc=|SUMMARY' | tr '\n' ' ') $(( $(date +%s) - t0 ))s")
 
 # Python binding on CUDA tensors (python/tests), when this machine's python has torch + pytest.
 t0=$(date +%s)

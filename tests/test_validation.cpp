@@ -553,6 +553,20 @@ const std::vector<Entry>& catalogue() {
        [](Call& c) { c.p.dv.shape[0] = -1; }, FA_ERROR_SIZE, {"dv.shape[0]=-1 must be > 0"}},
       {"total_q_zero_packed", Base::Packed, kAll, "q.shape[0] (total_q)", "0",
        [](Call& c) { c.p.q.shape[0] = 0; }, FA_ERROR_SIZE, {"q.shape[0]=0 must be > 0"}},
+      {"q_elements_overflow", Base::F32, kAll, "q.shape", "(2^32, 2^32, 4, 8), zero strides",
+       [](Call& c) {
+         c.p.q.shape[0] = c.p.q.shape[1] = int64_t(1) << 32;
+         c.p.q.stride[0] = c.p.q.stride[1] = 0;
+       },
+       FA_ERROR_SIZE, {"q.shape=(4294967296, 4294967296, 4, 8) has more than 2^63 elements"}},
+      {"k_span_overflow", Base::F32, kAll, "k.stride[0]", "2^62 (k spans > 2^63 bytes)",
+       [](Call& c) { c.p.k.stride[0] = int64_t(1) << 62; }, FA_ERROR_SIZE,
+       {"k (shape (2, 7, 2, 8), strides (4611686018427387904, 16, 8, 1)) spans more bytes"}},
+      {"dq_span_past_address_space", Base::F32, kBackward, "dq.data",
+       "0xffffffffffffff00 (dq would wrap the address space)",
+       [](Call& c) { c.p.dq.data = reinterpret_cast<void*>(~uintptr_t(0xff)); }, FA_ERROR_SIZE,
+       {"dq (shape (2, 5, 4, 8), strides (160, 32, 8, 1)) spans more bytes than the address "
+        "space holds from dq.data="}},
       {"max_seqlen_q_zero", Base::Packed, kAll, "max_seqlen_q", "0",
        [](Call& c) { c.p.max_seqlen_q = 0; }, FA_ERROR_SIZE,
        {"max_seqlen_q=0 must be > 0 for packed batches"}},

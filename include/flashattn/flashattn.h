@@ -16,7 +16,8 @@
  *
  * Backends: CPU tensors run the CPU backend (any dtype, head_dim 1..256). CUDA tensors run the GPU
  * kernels (compute capability >= 8.0): fp16/bf16 only, head_dim a multiple of 8, data pointers
- * 16-byte aligned and strides multiples of 8 elements; cu_seqlens on the GPU are not inspected.
+ * 16-byte aligned and strides multiples of 8 elements; cu_seqlens on the GPU are inspected only
+ * with check_inputs (otherwise the kernels clamp each sequence into the packed tensors).
  *
  * Versioning: fa_params carries struct_size (set by fa_params_init). A library accepts every
  * struct_size it knows, so programs built against an older header keep working.
@@ -125,7 +126,9 @@ typedef struct fa_params {
 
   /* Packed variable-length batches: int32 (batch + 1) prefix sums; both or neither. */
   fa_tensor cu_seqlens_q, cu_seqlens_k;
-  int64_t max_seqlen_q, max_seqlen_k; /* >= the longest sequence; used to size launches */
+  /* >= the longest sequence. A bound above the packed token count is tightened to it (on the CPU
+   * the real longest sequence is used): the work and the workspace follow what the tensors hold. */
+  int64_t max_seqlen_q, max_seqlen_k;
 
   float softmax_scale; /* 0 means 1 / sqrt(head_dim) */
   int32_t causal;      /* bottom-right aligned: query i sees keys j <= i + seqlen_k - seqlen_q */
@@ -137,6 +140,15 @@ typedef struct fa_params {
   uint64_t seed, offset; /* Philox4x32-10 stream of the keep-mask; see docs/dropout.md */
 
   int32_t deterministic; /* backward: bit-identical results from run to run */
+
+  /* Since 0.2 (in what was padding: sizeof(fa_params) is unchanged, fa_params_init zeroes it).
+   * Non-zero: before running, also validate the index arrays the host cannot otherwise see —
+   * cu_seqlens of CUDA tensors — and refuse a bad one with FA_ERROR_CU_SEQLENS before anything is
+   * written. Costs a device-to-host copy on the stream and a wait for that stream (so it is
+   * refused while the stream captures a CUDA graph). Without it, bad device-side cu_seqlens give
+   * wrong numbers at worst: the kernels clamp every sequence into the tensors. CPU tensors are
+   * always validated; the workspace queries read no device memory either way. */
+  int32_t check_inputs;
 } fa_params;
 
 /* Library version (FA_VERSION encoding) and build description ("cpu", "cpu+cuda(80;90a)"). */

@@ -82,6 +82,8 @@ struct Options {
   // Packed variable-length batches: int32 (batch + 1) prefix sums, both or neither.
   Tensor cu_seqlens_q, cu_seqlens_k;
   int64_t max_seqlen_q = 0, max_seqlen_k = 0;
+  // Validate device-side cu_seqlens before running (a copy back and a stream wait; fa_params).
+  bool check_inputs = false;
 };
 
 // The C parameter block for the given tensors and options.
@@ -109,6 +111,7 @@ inline fa_params make_params(const Tensor& q, const Tensor& k, const Tensor& v, 
   p.seed = o.seed;
   p.offset = o.offset;
   p.deterministic = o.deterministic;
+  p.check_inputs = o.check_inputs;
   return p;
 }
 

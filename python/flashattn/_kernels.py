@@ -6,14 +6,15 @@ Outputs and workspace are allocated through torch (its caching allocator on the 
 of q's device; CUDA work is queued on torch's current stream of that device.
 """
 import ctypes
+import struct
 import threading
 
 import torch
 
 from . import _library
 from ._params import (DTYPE_CODES, FA_DTYPE_FP32, FA_ERROR_DEVICE, FA_ERROR_RANK,
-                      FA_ERROR_WORKSPACE, OFFSET, OPTIONS, FaParams, put, put_options, put_run,
-                      run_struct, tensor_values)
+                      FA_ERROR_WORKSPACE, OFFSET, OPTIONS, FaParams, check_options, put,
+                      put_options, put_run, run_struct, tensor_values)
 
 # CPU workspaces up to this size are kept per thread and reused: allocating and first-touching
 # ~50 KB per call costs microseconds of the overhead budget. Larger ones (long-sequence backward)
@@ -246,8 +247,12 @@ def forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dro
         out = torch.empty_like(q, memory_format=_CONTIGUOUS)
         lse = q.new_empty(_lse_shape(q, varlen), dtype=torch.float32)
         put_run(p, "q", (q, k, v, out, lse), _FWD_NAMES)
-    OPTIONS.pack_into(p, _OPTIONS_AT, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                      window_left, window_right, softcap)
+    try:  # put_options inline; an exception costs nothing until raised
+        OPTIONS.pack_into(p, _OPTIONS_AT, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                          window_left, window_right, softcap)
+    except struct.error:
+        check_options(max_seqlen_q, max_seqlen_k, window_left, window_right)
+        raise
     if (varlen or cu_seqlens_k is not None or alibi_slopes is not None or dropout_p
             or rng is not None):
         _put_extras(p, cu_seqlens_q, cu_seqlens_k, alibi_slopes, dropout_p, rng)

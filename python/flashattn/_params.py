@@ -16,7 +16,9 @@ from ._library import FlashAttnError
 FA_DTYPE_FP32, FA_DTYPE_FP16, FA_DTYPE_BF16, FA_DTYPE_INT32 = 0, 1, 2, 4
 FA_MAX_RANK = 4
 FA_ERROR_DTYPE, FA_ERROR_RANK, FA_ERROR_SIZE, FA_ERROR_DEVICE, FA_ERROR_VERSION = 2, 3, 9, 15, 19
-FA_ERROR_WORKSPACE = 16
+FA_ERROR_WINDOW, FA_ERROR_WORKSPACE = 11, 16
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 # torch dtype -> fa_dtype
 DTYPE_CODES = {torch.float32: FA_DTYPE_FP32, torch.float16: FA_DTYPE_FP16,
@@ -43,7 +45,8 @@ class FaParams(ctypes.Structure):
                 ("window_left", ctypes.c_int32), ("window_right", ctypes.c_int32),
                 ("softcap", ctypes.c_float), ("alibi_slopes", FaTensor),
                 ("dropout_p", ctypes.c_float), ("seed", ctypes.c_uint64),
-                ("offset", ctypes.c_uint64), ("deterministic", ctypes.c_int32)]
+                ("offset", ctypes.c_uint64), ("deterministic", ctypes.c_int32),
+                ("check_inputs", ctypes.c_int32)]
 
 
 # data, dtype, rank, shape[4], stride[4], device.type, device.index in native layout.
@@ -153,7 +156,28 @@ def put_run(p, first, tensors, names):
     run_struct(len(tensors)).pack_into(p, OFFSET[first], *values)
 
 
-def put_options(p, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right,
-                softcap):
-    OPTIONS.pack_into(p, OFFSET["max_seqlen_q"], max_seqlen_q, max_seqlen_k, softmax_scale,
-                      causal, window_left, window_right, softcap)
+def check_options(max_seqlen_q, max_seqlen_k, window_left, window_right):
+    """FlashAttnError naming the first integer option that does not fit its fa_params field
+    (int64 max_seqlen, int32 windows); the library judges the values that fit."""
+    for name, value, (lo, hi), status in (
+            ("max_seqlen_q", max_seqlen_q, _INT64, FA_ERROR_SIZE),
+            ("max_seqlen_k", max_seqlen_k, _INT64, FA_ERROR_SIZE),
+            ("window_size[0]", window_left, _INT32, FA_ERROR_WINDOW),
+            ("window_size[1]", window_right, _INT32, FA_ERROR_WINDOW)):
+        if value is not None and not lo <= value <= hi:
+            raise FlashAttnError(status, f"{name}={value} does not fit the library's "
+                                 f"{'int64' if hi == _INT64[1] else 'int32'} field "
+                                 f"[{lo}, {hi}]")
+
+
+def put_options(p, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
+                window_right, softcap):
+    """The scalars max_seqlen_q ... softcap into p with one pack_into; an integer that does not
+    fit its field becomes FlashAttnError naming it (struct.error says only "out of range")."""
+    try:
+        OPTIONS.pack_into(p, OFFSET["max_seqlen_q"], max_seqlen_q, max_seqlen_k, softmax_scale,
+                          causal, window_left, window_right, softcap)
+    except struct.error:
+        check_options(max_seqlen_q, max_seqlen_k, window_left, window_right)
+        raise
+

@@ -16,6 +16,7 @@ import torch
 
 from . import ops
 from ._library import FlashAttnError
+from ._params import check_options
 
 FA_ERROR_SHAPE, FA_ERROR_UNSUPPORTED = 4, 18
 _RNG_HIGH = 2 ** 63 - 1  # seed and offset are uint64 in the C ABI; int64 tensors hold < 2^63
@@ -59,6 +60,8 @@ def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     scale = 0.0 if softmax_scale is None else float(softmax_scale)
     window_left, window_right = window_size
     window_left, window_right = int(window_left), int(window_right)
+    # Before the custom op: torch's dispatcher turns an int past int64 into its own RuntimeError.
+    check_options(max_seqlen_q, max_seqlen_k, window_left, window_right)
     rng = draw_dropout_rng() if dropout_p > 0 else None
     args = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, float(dropout_p), scale,
             bool(causal), window_left, window_right, float(softcap))

@@ -64,6 +64,17 @@ CASES = [
     ("cu-seqlens-int64", lambda: flashattn.flash_attn_varlen_func(
         r(6, 2, 16), r(6, 2, 16), r(6, 2, 16), torch.tensor([0, 6]), i32(0, 6), 6, 6),
      "FA_ERROR_DTYPE", r"cu_seqlens_q\.dtype=torch\.int64.*torch\.int32"),
+    # Integers past their fa_params field (issue 23: these surfaced as struct.error).
+    ("window-2e31", dense(window_size=(1 << 31, 0)), "FA_ERROR_WINDOW",
+     r"window_size\[0\]=2147483648 does not fit the library's int32 field"),
+    ("window-negative-2e31", dense(window_size=(0, -(1 << 31) - 1)), "FA_ERROR_WINDOW",
+     r"window_size\[1\]=-2147483649"),
+    ("max-seqlen-2e64", lambda: flashattn.flash_attn_varlen_func(
+        r(6, 2, 16), r(6, 2, 16), r(6, 2, 16), i32(0, 6), i32(0, 6), 1 << 64, 6),
+     "FA_ERROR_SIZE", r"max_seqlen_q=18446744073709551616 does not fit the library's int64"),
+    ("max-seqlen-k-2e63", lambda: flashattn.flash_attn_varlen_func(
+        r(6, 2, 16), r(6, 2, 16), r(6, 2, 16), i32(0, 6), i32(0, 6), 6, 1 << 63),
+     "FA_ERROR_SIZE", r"max_seqlen_k=9223372036854775808"),
     ("block-table", lambda: flashattn.flash_attn_varlen_func(
         r(6, 2, 16), r(6, 2, 16), r(6, 2, 16), i32(0, 6), i32(0, 6), 6, 6, block_table=i32(0)),
      "FA_ERROR_UNSUPPORTED", r"block_table"),
@@ -100,3 +111,25 @@ def test_missing_library_is_reported_with_the_path():
                          text=True, timeout=120)
     assert "OSError FA_LIBRARY=/nonexistent/libflashattn.so does not exist" in res.stdout, (
         res.stdout + res.stderr)
+
+
+def test_huge_max_seqlen_within_int64_is_a_true_bound():
+    """max_seqlen only bounds the longest sequence: a far larger one that fits int64 gives the
+    same results as the true bound, at the same cost (issue 23: 1e9 cost 0.41 s)."""
+    import time
+    torch.manual_seed(0)
+    q, k, v = (r(6, 2, 16, requires_grad=True) for _ in range(3))
+    cu = i32(0, 2, 6)
+    want = flashattn.flash_attn_varlen_func(q, k, v, cu, cu, 4, 4)
+    want.sum().backward()
+    grads = [t.grad.clone() for t in (q, k, v)]
+    for m in (10**9, (1 << 62), (1 << 63) - 1):
+        for t in (q, k, v):
+            t.grad = None
+        t0 = time.perf_counter()
+        got = flashattn.flash_attn_varlen_func(q, k, v, cu, cu, m, m)
+        got.sum().backward()
+        assert time.perf_counter() - t0 < 0.25
+        assert torch.equal(got, want)
+        for t, g in zip((q, k, v), grads):
+            assert torch.equal(t.grad, g)

@@ -67,6 +67,7 @@ fa_status run_pass(const fa_params* params, void* workspace, size_t workspace_by
         reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
       fa::fail(FA_ERROR_ALIGNMENT, "workspace=", workspace,
                " must be 16-byte aligned for CUDA tensors");
+    fa::validate_device_inputs(params, p, stream);
     fa::run(k, p, pass, workspace, workspace_bytes, stream);
   });
 }

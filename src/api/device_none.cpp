@@ -1,7 +1,13 @@
 #include "api/device.h"
+#include "api/error.h"
 
 namespace fa {
 
 int cuda_device_count() { return 0; }
+
+void copy_to_host_sync(void*, const void*, size_t, int device, void*) {
+  fail(FA_ERROR_BACKEND, "device memory of CUDA device ", device,
+       " cannot be read: this build has no CUDA backend");
+}
 
 }  // namespace fa

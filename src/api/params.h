@@ -2,6 +2,7 @@
 // fa_params after every check has passed. Backends read only this.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 
 #include "common/host_device.h"
@@ -51,13 +52,24 @@ struct SeqInfo {
   int64_t len_q, len_k;
 };
 
+// x limited to [lo, hi] (lo <= hi).
+FA_HOST_DEVICE int32_t clamp_to(int32_t x, int32_t lo, int32_t hi) {
+  return x < lo ? lo : x > hi ? hi : x;
+}
+// x, or INT32_MAX where it is larger.
+FA_HOST_DEVICE int32_t saturate_int32(int64_t x) {
+  return x < int64_t(INT32_MAX) ? int32_t(x) : INT32_MAX;
+}
+
 struct Params {
   fa_backend backend = FA_BACKEND_AUTO;
   fa_device device{FA_DEVICE_CPU, 0};
   DType dtype = DType::F32;  // of q, k, v, out, dout, dq, dk, dv
 
   int64_t batch = 0, heads_q = 0, heads_kv = 0, head_dim = 0;
-  int64_t seqlen_q = 0, seqlen_k = 0;  // per sequence; for packed batches the max_seqlen bounds
+  // Per sequence; for packed batches the longest: on the CPU the real one (read from
+  // cu_seqlens), on the GPU the caller's max_seqlen bound tightened to total_q / total_k.
+  int64_t seqlen_q = 0, seqlen_k = 0;
   const int32_t* cu_seqlens_q = nullptr;  // packed batches only
   const int32_t* cu_seqlens_k = nullptr;
   int64_t total_q = 0, total_k = 0;       // rows of q and k (batch * seqlen when not packed)
@@ -81,7 +93,26 @@ struct Params {
   FA_HOST_DEVICE int64_t group() const { return heads_q / heads_kv; }  // query heads per kv head
 
   // On the GPU, cu_seqlens and alibi_slopes are device pointers: call these in device code.
+  // The host validates cu_seqlens where it can read them (CPU tensors, or check_inputs); on the
+  // GPU, whatever the arrays hold, each sequence is clamped here into the packed tensors
+  // ([start, end] within [0, total]) and to the max_seqlen bound the launch and the workspace
+  // were sized by: a hostile array gives wrong numbers at worst, never an access outside the
+  // tensors or the workspace. A no-op for arrays that pass validation.
+  // In int32, as cu_seqlens are: no valid array reaches a row past INT32_MAX.
   FA_HOST_DEVICE SeqInfo seq(int64_t b) const {
+    if (!varlen()) return {0, 0, seqlen_q, seqlen_k};
+    const int32_t tq = saturate_int32(total_q), tk = saturate_int32(total_k);
+    const int32_t q0 = clamp_to(cu_seqlens_q[b], 0, tq), k0 = clamp_to(cu_seqlens_k[b], 0, tk);
+    const int32_t q1 = clamp_to(cu_seqlens_q[b + 1], q0, tq);
+    const int32_t k1 = clamp_to(cu_seqlens_k[b + 1], k0, tk);
+    const int32_t mq = saturate_int32(seqlen_q), mk = saturate_int32(seqlen_k);
+    return {q0, k0, q1 - q0 < mq ? q1 - q0 : mq, k1 - k0 < mk ? k1 - k0 : mk};
+  }
+  // seq() without its clamps, for cu_seqlens the library produced itself: the CUDA backward's
+  // sanitized copies (cuda/kernels/varlen/sanitize.h), on which the clamps are no-ops. Never on a
+  // caller's arrays. (The clamps cost the sm80 backward's main kernel registers: its spills at
+  // d 128 went from 36 to 112 bytes, at d 64 from 48 to 96.)
+  FA_HOST_DEVICE SeqInfo seq_unclamped(int64_t b) const {
     if (!varlen()) return {0, 0, seqlen_q, seqlen_k};
     return {cu_seqlens_q[b], cu_seqlens_k[b], int64_t(cu_seqlens_q[b + 1]) - cu_seqlens_q[b],
             int64_t(cu_seqlens_k[b + 1]) - cu_seqlens_k[b]};

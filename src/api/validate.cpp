@@ -1,11 +1,14 @@
 #include "api/validate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "api/device.h"
 #include "api/error.h"
+#include "common/checked.h"
 
 namespace fa {
 namespace {
@@ -30,8 +33,31 @@ std::string shape_str(const fa_tensor& t) {
   return s + ")";
 }
 
+// Bytes of one element of an fa_dtype (1 for a value no role accepts: the dtype check names it).
+int64_t elem_bytes(int32_t t) {
+  switch (t) {
+    case FA_DTYPE_FP32: return 4;
+    case FA_DTYPE_FP16: return 2;
+    case FA_DTYPE_BF16: return 2;
+    case FA_DTYPE_FP8_E4M3: return 1;
+    case FA_DTYPE_INT32: return 4;
+    default: return 1;
+  }
+}
+
+std::string stride_str(const fa_tensor& t) {
+  std::string s = "(";
+  for (int i = 0; i < t.rank && i < FA_MAX_RANK; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(t.stride[i]);
+  }
+  return s + ")";
+}
+
 // Structural checks of one tensor that every role shares: present, rank, positive sizes,
-// non-negative strides, optionally a contiguous last dimension.
+// non-negative strides, optionally a contiguous last dimension; its element count and the bytes
+// it spans from data (the farthest element's offset + 1) fit in int64 and in the address space,
+// so that every index the backends compute inside it is a valid int64.
 void check_tensor(const fa_tensor& t, const char* name, int rank, bool contiguous_last) {
   if (t.data == nullptr) fail(FA_ERROR_NULL_POINTER, name, ".data is NULL; expected a pointer");
   if (t.rank != rank)
@@ -46,6 +72,18 @@ void check_tensor(const fa_tensor& t, const char* name, int rank, bool contiguou
   if (contiguous_last && t.stride[rank - 1] != 1 && t.shape[rank - 1] != 1)
     fail(FA_ERROR_STRIDE, name, ".stride[", rank - 1, "]=", t.stride[rank - 1],
          " must be 1 (the last dimension must be contiguous)");
+  Checked count = 1, last = 0;
+  for (int i = 0; i < rank; ++i) {
+    count *= t.shape[i];
+    last += Checked(t.shape[i] - 1) * t.stride[i];
+  }
+  if (!count.ok())
+    fail(FA_ERROR_SIZE, name, ".shape=", shape_str(t), " has more than 2^63 elements");
+  const Checked span = (last + 1) * elem_bytes(t.dtype);
+  if (!span.ok() ||
+      uint64_t(span.value(name)) > UINTPTR_MAX - reinterpret_cast<uintptr_t>(t.data))
+    fail(FA_ERROR_SIZE, name, " (shape ", shape_str(t), ", strides ", stride_str(t),
+         ") spans more bytes than the address space holds from ", name, ".data=", t.data);
 }
 
 void check_dtype_is(const fa_tensor& t, const char* name, int32_t dtype) {
@@ -108,11 +146,13 @@ void check_like(const fa_tensor& t, const char* name, const fa_tensor& ref, cons
 }
 
 // cu_seqlens values: start at 0, never decrease, end at the packed total, each length within
-// max_seqlen. Only host memory can be read here without a device synchronisation.
-void check_cu_seqlens(const fa_tensor& cu, const char* name, int64_t total, int64_t max_seqlen,
-                      const char* max_name, const char* total_name) {
+// max_seqlen. Returns the longest sequence's length, which sizes the CPU's work and scratch
+// (not the caller's bound). Only host memory can be read here without a device synchronisation.
+int64_t check_cu_seqlens(const fa_tensor& cu, const char* name, int64_t total, int64_t max_seqlen,
+                         const char* max_name, const char* total_name) {
   const int32_t* c = static_cast<const int32_t*>(cu.data);
   const int64_t n = cu.shape[0];
+  int64_t longest = 0;
   if (c[0] != 0) fail(FA_ERROR_CU_SEQLENS, name, "[0]=", c[0], " must be 0");
   for (int64_t i = 1; i < n; ++i) {
     const int64_t len = int64_t(c[i * cu.stride[0]]) - c[(i - 1) * cu.stride[0]];
@@ -122,11 +162,13 @@ void check_cu_seqlens(const fa_tensor& cu, const char* name, int64_t total, int6
     if (len > max_seqlen)
       fail(FA_ERROR_CU_SEQLENS, name, " sequence ", i - 1, " has length ", len, " > ", max_name,
            "=", max_seqlen);
+    longest = std::max(longest, len);
   }
   const int64_t last = c[(n - 1) * cu.stride[0]];
   if (last != total)
     fail(FA_ERROR_CU_SEQLENS, name, "[", n - 1, "]=", last, " must equal ", total_name, "=",
          total, " (the packed token count)");
+  return longest;
 }
 
 Params validate_common(const fa_params* p) {
@@ -223,13 +265,16 @@ Params validate_common(const fa_params* p) {
     r.batch = p->cu_seqlens_q.shape[0] - 1;
     r.total_q = p->q.shape[0];
     r.total_k = p->k.shape[0];
-    r.seqlen_q = p->max_seqlen_q;
-    r.seqlen_k = p->max_seqlen_k;
-    if (dev.type == FA_DEVICE_CPU) {
-      check_cu_seqlens(p->cu_seqlens_q, "cu_seqlens_q", r.total_q, r.seqlen_q, "max_seqlen_q",
-                       "q.shape[0]");
-      check_cu_seqlens(p->cu_seqlens_k, "cu_seqlens_k", r.total_k, r.seqlen_k, "max_seqlen_k",
-                       "k.shape[0]");
+    // max_seqlen is the caller's bound on the longest sequence; none is longer than the packed
+    // tensor, so a larger bound is still true and is tightened to the token count: it sizes the
+    // launches and the workspace, which must follow what the tensors hold, not the claim.
+    r.seqlen_q = std::min(p->max_seqlen_q, r.total_q);
+    r.seqlen_k = std::min(p->max_seqlen_k, r.total_k);
+    if (dev.type == FA_DEVICE_CPU) {  // the real longest sequences, read from the arrays
+      r.seqlen_q = check_cu_seqlens(p->cu_seqlens_q, "cu_seqlens_q", r.total_q, p->max_seqlen_q,
+                                    "max_seqlen_q", "q.shape[0]");
+      r.seqlen_k = check_cu_seqlens(p->cu_seqlens_k, "cu_seqlens_k", r.total_k, p->max_seqlen_k,
+                                    "max_seqlen_k", "k.shape[0]");
     }
     r.cu_seqlens_q = static_cast<const int32_t*>(p->cu_seqlens_q.data);
     r.cu_seqlens_k = static_cast<const int32_t*>(p->cu_seqlens_k.data);
@@ -318,6 +363,19 @@ Params validate_common(const fa_params* p) {
 }  // namespace
 
 Params validate_forward(const fa_params* p) { return validate_common(p); }
+
+void validate_device_inputs(const fa_params* p, const Params& r, void* stream) {
+  if (p->check_inputs == 0 || r.device.type != FA_DEVICE_CUDA || !r.varlen()) return;
+  const int64_t n = r.batch + 1;
+  std::vector<int32_t> host(size_t(2 * n));
+  copy_to_host_sync(host.data(), r.cu_seqlens_q, size_t(n) * 4, r.device.index, stream);
+  copy_to_host_sync(host.data() + n, r.cu_seqlens_k, size_t(n) * 4, r.device.index, stream);
+  fa_tensor cq = p->cu_seqlens_q, ck = p->cu_seqlens_k;  // validated: (batch + 1), stride 1
+  cq.data = host.data();
+  ck.data = host.data() + n;
+  check_cu_seqlens(cq, "cu_seqlens_q", r.total_q, p->max_seqlen_q, "max_seqlen_q", "q.shape[0]");
+  check_cu_seqlens(ck, "cu_seqlens_k", r.total_k, p->max_seqlen_k, "max_seqlen_k", "k.shape[0]");
+}
 
 Params validate_backward(const fa_params* p) {
   Params r = validate_common(p);

@@ -19,23 +19,28 @@ bool has_avx2() {
 #endif
 }
 
-// Workspace = fixed (shared by all threads) + threads * per_thread, plus alignment slack.
+// Workspace = fixed (shared by all threads) + threads * per_thread, plus alignment slack. The
+// queries and the runs size it with the same (overflow-checked) Layout: a run accepts any
+// workspace that holds one thread's worth and uses as many threads as fit.
 struct Layout {
-  size_t fixed, per_thread;
-  size_t bytes(int threads) const { return Arena::kAlign + fixed + size_t(threads) * per_thread; }
+  Checked fixed, per_thread;
+  size_t bytes(int threads) const {
+    return (Checked(Arena::kAlign) + fixed + per_thread * threads).bytes("the CPU workspace size");
+  }
   int threads_fitting(size_t bytes) const {
-    const size_t base = Arena::kAlign + fixed;
-    if (bytes < base + per_thread) return 0;
-    return int(std::min<size_t>((bytes - base) / per_thread, size_t(omp_get_max_threads())));
+    const size_t base = Arena::kAlign + fixed.bytes("the CPU workspace size");
+    const size_t one = per_thread.bytes("the CPU workspace size");
+    if (bytes < base + one) return 0;
+    return int(std::min<size_t>((bytes - base) / one, size_t(omp_get_max_threads())));
   }
 };
 
 Layout forward_layout(const Params& p, Impl impl) {
-  if (impl == Impl::Reference) return {0, reference_forward_workspace(p, 1) - Arena::kAlign};
+  if (impl == Impl::Reference) return {0, reference_forward_thread_bytes(p)};
   return {0, forward_thread_bytes(p)};
 }
 Layout backward_layout(const Params& p, Impl impl) {
-  if (impl == Impl::Reference) return {0, reference_backward_workspace(p, 1) - Arena::kAlign};
+  if (impl == Impl::Reference) return {0, reference_backward_thread_bytes(p)};
   return {backward_shared_bytes(p), backward_thread_bytes(p)};
 }
 

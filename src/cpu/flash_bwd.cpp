@@ -228,11 +228,12 @@ void backward(const Params& p, void* workspace, size_t bytes, int threads) {
   Arena shared(workspace, bytes);
   KvSink sink{nullptr, nullptr};
   if (p.group() > 1) {
-    sink.dk_partial = shared.floats(size_t(p.heads_q * p.total_k * p.head_dim));
-    sink.dv_partial = shared.floats(size_t(p.heads_q * p.total_k * p.head_dim));
+    // Sized by backward_shared_bytes, whose checked product bounds this one.
+    sink.dk_partial = shared.floats(size_t(p.heads_q) * size_t(p.total_k) * size_t(p.head_dim));
+    sink.dv_partial = shared.floats(size_t(p.heads_q) * size_t(p.total_k) * size_t(p.head_dim));
   }
   const size_t shared_used = shared.used();
-  const size_t per_thread = backward_thread_bytes(p);
+  const size_t per_thread = backward_thread_bytes(p).bytes("the CPU backward's scratch");
   const int64_t tasks = p.batch * p.heads_q;
 #pragma omp parallel num_threads(threads)
   {

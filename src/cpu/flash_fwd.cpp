@@ -128,7 +128,7 @@ template <typename T>
 void forward(const Params& p, void* workspace, size_t bytes, int threads) {
   const int64_t m_blocks = (p.seqlen_q + kBlockM - 1) / kBlockM;
   const int64_t tasks = p.batch * p.heads_q * m_blocks;
-  const size_t per_thread = forward_thread_bytes(p);
+  const size_t per_thread = forward_thread_bytes(p).bytes("the CPU forward's scratch");
 #pragma omp parallel num_threads(threads)
   {
     Arena arena(static_cast<char*>(workspace), bytes);

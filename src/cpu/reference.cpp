@@ -99,21 +99,29 @@ void probabilities(const Params& p, int64_t b, int64_t h, const Acc* Q, const Ac
 
 int64_t matrix_elems(const Params& p) { return p.seqlen_q * p.seqlen_k; }
 
-// Scratch of one thread, block by block exactly as the loops below carve it (doubles at most).
-size_t doubles(int64_t n) { return Arena::block_bytes(size_t(n) * 2); }
-size_t ref_forward_thread_bytes(const Params& p) {
-  return doubles(matrix_elems(p))                       // P
-         + doubles(p.seqlen_q * p.head_dim)             // Q
-         + 2 * doubles(p.seqlen_k * p.head_dim)         // K, V
-         + doubles(p.seqlen_q) + doubles(p.head_dim);   // lse, an output row
+}  // namespace
+
+// Scratch of one thread, block by block exactly as the loops below carve it (doubles at most),
+// overflow-checked: the (seqlen_q, seqlen_k) matrices are the first to overflow.
+Checked reference_forward_thread_bytes(const Params& p) {
+  auto doubles = [](Checked n) { return Arena::checked_block_bytes(n * 2); };
+  const Checked matrix = Checked(p.seqlen_q) * p.seqlen_k;
+  return doubles(matrix)                                  // P
+         + doubles(Checked(p.seqlen_q) * p.head_dim)      // Q
+         + doubles(Checked(p.seqlen_k) * p.head_dim) * 2  // K, V
+         + doubles(p.seqlen_q) + doubles(p.head_dim);     // lse, an output row
 }
-size_t ref_backward_thread_bytes(const Params& p) {
-  return 2 * doubles(matrix_elems(p))                   // P, d logit
-         + 2 * doubles(p.seqlen_q * p.head_dim)         // Q, dO
-         + 4 * doubles(p.seqlen_k * p.head_dim)         // K, V, dK, dV
-         + doubles(p.seqlen_q) + doubles(p.seqlen_k)    // lse, a dP row
-         + 2 * doubles(p.head_dim);                     // dQ row, O row
+Checked reference_backward_thread_bytes(const Params& p) {
+  auto doubles = [](Checked n) { return Arena::checked_block_bytes(n * 2); };
+  const Checked matrix = Checked(p.seqlen_q) * p.seqlen_k;
+  return doubles(matrix) * 2                              // P, d logit
+         + doubles(Checked(p.seqlen_q) * p.head_dim) * 2  // Q, dO
+         + doubles(Checked(p.seqlen_k) * p.head_dim) * 4  // K, V, dK, dV
+         + doubles(p.seqlen_q) + doubles(p.seqlen_k)      // lse, a dP row
+         + doubles(p.head_dim) * 2;                       // dQ row, O row
 }
+
+namespace {
 
 template <typename Acc>
 Acc* take(Arena& a, int64_t n) {
@@ -123,17 +131,20 @@ Acc* take(Arena& a, int64_t n) {
 }  // namespace
 
 size_t reference_forward_workspace(const Params& p, int threads) {
-  return Arena::kAlign + size_t(threads) * ref_forward_thread_bytes(p);
+  return (Checked(Arena::kAlign) + reference_forward_thread_bytes(p) * threads)
+      .bytes("the reference forward's workspace size");
 }
 
 size_t reference_backward_workspace(const Params& p, int threads) {
-  return Arena::kAlign + size_t(threads) * ref_backward_thread_bytes(p);
+  return (Checked(Arena::kAlign) + reference_backward_thread_bytes(p) * threads)
+      .bytes("the reference backward's workspace size");
 }
 
 template <typename Acc>
 void reference_forward(const Params& p, void* workspace, size_t bytes, int threads,
                        ReferenceOptions opts) {
-  const size_t per_thread = ref_forward_thread_bytes(p);
+  const size_t per_thread =
+      reference_forward_thread_bytes(p).bytes("the reference forward's scratch");
   const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
   const int64_t d = p.head_dim;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
@@ -171,7 +182,8 @@ void reference_forward(const Params& p, void* workspace, size_t bytes, int threa
 template <typename Acc>
 void reference_backward(const Params& p, void* workspace, size_t bytes, int threads,
                         ReferenceOptions opts) {
-  const size_t per_thread = ref_backward_thread_bytes(p);
+  const size_t per_thread =
+      reference_backward_thread_bytes(p).bytes("the reference backward's scratch");
   const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
   const Acc scale = Acc(p.softmax_scale);
   const int64_t d = p.head_dim;

@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "api/params.h"
+#include "common/checked.h"
 
 namespace fa::cpu {
 
@@ -18,6 +19,10 @@ struct ReferenceOptions {
   bool stored_out_delta = false;
 };
 
+// One thread's scratch, and the whole workspace for `threads` threads (FA_ERROR_SIZE when the
+// sizes overflow).
+Checked reference_forward_thread_bytes(const Params& p);
+Checked reference_backward_thread_bytes(const Params& p);
 size_t reference_forward_workspace(const Params& p, int threads);
 size_t reference_backward_workspace(const Params& p, int threads);
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "api/params.h"
+#include "common/checked.h"
 #include "common/philox.h"
 
 namespace fa::cpu {
@@ -30,6 +31,10 @@ class Arena {
   static constexpr size_t block_bytes(size_t n_floats) {
     return (n_floats * sizeof(float) + kAlign - 1) / kAlign * kAlign;
   }
+  // The same size, overflow-checked: what the workspace queries add up (see Checked).
+  static Checked checked_block_bytes(Checked n_floats) {
+    return (n_floats * int64_t(sizeof(float)) + int64_t(kAlign - 1)).round_down(int64_t(kAlign));
+  }
   Arena(void* base, size_t bytes) {
     const uintptr_t p = reinterpret_cast<uintptr_t>(base);
     const uintptr_t aligned = (p + kAlign - 1) / kAlign * kAlign;
@@ -52,34 +57,37 @@ class Arena {
 };
 
 // Per-thread scratch of the forward: Q, Kt, V, S/P, O tiles and the row statistics m, l.
-inline size_t forward_thread_bytes(const Params& p) {
-  const size_t dp = size_t(pad_cols(p.head_dim));
-  return Arena::block_bytes(kBlockM * dp) * 2       // Q, O
-         + Arena::block_bytes(dp * kBlockN) * 2     // Kt, V
-         + Arena::block_bytes(kBlockM * kBlockN)    // S, then P
-         + Arena::block_bytes(kBlockM) * 2;         // m, l
+inline Checked forward_thread_bytes(const Params& p) {
+  const int64_t dp = pad_cols(p.head_dim);
+  auto block = Arena::checked_block_bytes;
+  return block(kBlockM * dp) * 2        // Q, O
+         + block(dp * kBlockN) * 2      // Kt, V
+         + block(kBlockM * kBlockN)     // S, then P
+         + block(kBlockM) * 2;          // m, l
 }
 
 // Per-thread scratch of the backward: the dQ accumulator of a whole (batch, head) sequence, D,
-// and the tiles of one (query block, key block) step.
-inline size_t backward_thread_bytes(const Params& p) {
-  const size_t dp = size_t(pad_cols(p.head_dim));
-  const size_t rows = size_t(pad_rows(p.seqlen_q));
-  return Arena::block_bytes(rows * dp)              // dQ accumulator
-         + Arena::block_bytes(rows)                 // D = rowsum(dO * O)
-         + Arena::block_bytes(kBlockN * dp) * 3     // K, dK, dV
-         + Arena::block_bytes(dp * kBlockN) * 2     // Kt, Vt
-         + Arena::block_bytes(kBlockM * dp) * 2     // Q (scaled), dO
-         + Arena::block_bytes(kBlockM * kBlockN) * 4  // S->P, P dropped, dP->dS, softcap slope
-         + Arena::block_bytes(kBlockN * kBlockM)    // a transposed (key, query) tile
-         + Arena::block_bytes(kBlockM);             // lse of the block
+// and the tiles of one (query block, key block) step. p.seqlen_q is the longest sequence (the
+// real one of a packed batch: validate reads it from cu_seqlens), not a caller's claim.
+inline Checked backward_thread_bytes(const Params& p) {
+  const int64_t dp = pad_cols(p.head_dim);
+  const Checked rows = (Checked(p.seqlen_q) + (kPadRows - 1)).round_down(kPadRows);  // pad_rows
+  auto block = Arena::checked_block_bytes;
+  return block(rows * dp)                  // dQ accumulator
+         + block(rows)                     // D = rowsum(dO * O)
+         + block(kBlockN * dp) * 3         // K, dK, dV
+         + block(dp * kBlockN) * 2         // Kt, Vt
+         + block(kBlockM * dp) * 2         // Q (scaled), dO
+         + block(kBlockM * kBlockN) * 4    // S->P, P dropped, dP->dS, softcap slope
+         + block(kBlockN * kBlockM)        // a transposed (key, query) tile
+         + block(kBlockM);                 // lse of the block
 }
 
 // Shared by all threads of the backward under GQA: per-query-head dK and dV partial sums, fp32,
 // (heads_q, total_k, head_dim) each, summed over each kv head's group in a fixed order.
-inline size_t backward_shared_bytes(const Params& p) {
+inline Checked backward_shared_bytes(const Params& p) {
   if (p.group() == 1) return 0;
-  return Arena::block_bytes(size_t(p.heads_q * p.total_k * p.head_dim)) * 2;
+  return Arena::checked_block_bytes(Checked(p.heads_q) * p.total_k * p.head_dim) * 2;
 }
 
 // Entry points of one instruction-set build (flash_fwd.cpp / flash_bwd.cpp).

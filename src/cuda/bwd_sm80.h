@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "api/params.h"
+#include "common/checked.h"
 #include "cuda/arch/mma.cuh"
 #include "cuda/kernels/sm80/tile_ranges.h"  // BwdTail, bwd_tail_split
 
@@ -26,17 +27,22 @@ constexpr int kBwdSpareRows = kBwdWideBlockM;
 // tiles of the longest sequence), D = rowsum(dO ∘ O) and LSE · log2 e (heads_q x rows each),
 // rows = total_q + batch x kBwdSpareRows (each sequence has kBwdSpareRows spare rows, for the
 // main kernel's partial query tiles), then from a 16-byte boundary the split tail's fp32 partial
-// dK / dV (kBwdTailSlots per tail block: bwd_tail_part_elems each). All 4-byte elements. The
+// dK / dV (kBwdTailSlots per tail block: bwd_tail_part_elems each), then for a packed batch the
+// sanitized copies of cu_seqlens_q and _k (batch + 1 int32 each: the kernels read these, not the
+// caller's arrays; kernels/varlen/sanitize.h). All 4-byte elements. The
 // preprocess clears the accumulator, one memset the counters and semaphores after it (when
 // used); the partial sums are written whole, never cleared.
 // No split tail: no counters, no partial sums.
+constexpr const char* kBwdWorkspaceWhat = "the CUDA backward's workspace size";
 struct BwdLayout {
   size_t dq_acc_elems, tail_cnt_elems, sem_elems, dsum_elems, lse2_elems, pad_elems,
-      tail_part_elems, m_blocks;
-  size_t bytes() const {
-    return (dq_acc_elems + tail_cnt_elems + sem_elems + dsum_elems + lse2_elems + pad_elems +
-            tail_part_elems) *
-           4;
+      tail_part_elems, cu_elems, m_blocks;
+  size_t bytes() const {  // each count fits int64 (bwd_layout), their sum is checked here
+    return ((Checked(int64_t(dq_acc_elems)) + int64_t(tail_cnt_elems) + int64_t(sem_elems) +
+             int64_t(dsum_elems) + int64_t(lse2_elems) + int64_t(pad_elems) +
+             int64_t(tail_part_elems) + int64_t(cu_elems)) *
+            4)
+        .bytes(kBwdWorkspaceWhat);
   }
 };
 // Workspace rows of one head (BwdWorkspace::rows).
@@ -144,18 +150,23 @@ constexpr size_t bwd_tail_part_elems(int kernel_d) {
   return size_t(2) * size_t(bwd_block_n(kernel_d)) * size_t(kernel_d);
 }
 
+// Every count overflow-checked (FA_ERROR_SIZE): heads_q x total_q x kernel_d is not bounded by
+// q's element count when kernel_d > head_dim.
 inline BwdLayout bwd_layout(const Params& p, int kernel_d, const BwdTail& tail) {
   BwdLayout l;
-  const size_t rows = size_t(p.heads_q) * bwd_rows(p);
-  l.m_blocks = size_t((p.seqlen_q + kBwdBlockM - 1) / kBwdBlockM);
-  l.dq_acc_elems = rows * size_t(kernel_d);
+  const char* what = kBwdWorkspaceWhat;
+  const Checked per_head = Checked(p.total_q) + Checked(p.batch) * kBwdSpareRows;  // bwd_rows
+  const size_t rows = (Checked(p.heads_q) * per_head).bytes(what);
+  l.m_blocks = size_t(ceil_div(p.seqlen_q, kBwdBlockM));
+  l.dq_acc_elems = (Checked(int64_t(rows)) * kernel_d).bytes(what);
   l.tail_cnt_elems = size_t(tail.tiles + 3) / 4 * 4;
-  l.sem_elems = size_t(p.heads_q) * size_t(p.batch) * l.m_blocks;
+  l.sem_elems = (Checked(p.heads_q) * p.batch * int64_t(l.m_blocks)).bytes(what);
   l.dsum_elems = rows;
   l.lse2_elems = rows;
   const size_t before = l.dq_acc_elems + l.tail_cnt_elems + l.sem_elems + 2 * rows;
   l.pad_elems = tail.ctas > 0 ? (4 - before % 4) % 4 : 0;
   l.tail_part_elems = size_t(tail.ctas) * kBwdTailSlots * bwd_tail_part_elems(kernel_d);
+  l.cu_elems = p.varlen() ? 2 * size_t(p.batch + 1) : 0;
   return l;
 }
 

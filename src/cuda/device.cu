@@ -4,6 +4,7 @@
 
 #include "api/device.h"
 #include "api/error.h"
+#include "cuda/device_guard.h"
 #include "cuda/device_props.h"
 
 namespace fa {
@@ -15,6 +16,19 @@ int cuda_device_count() {
     return 0;
   }
   return n;
+}
+
+void copy_to_host_sync(void* dst, const void* src, size_t bytes, int device, void* stream) {
+  const cuda::DeviceGuard guard(device);
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cuda::DeviceGuard::check(cudaStreamIsCapturing(s, &capture), "cudaStreamIsCapturing");
+  if (capture != cudaStreamCaptureStatusNone)
+    fail(FA_ERROR_UNSUPPORTED, "check_inputs=1 on a stream that is capturing a CUDA graph: the "
+         "check reads device memory back and waits for it; validate before the capture");
+  cuda::DeviceGuard::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s),
+                           "cudaMemcpyAsync (check_inputs)");
+  cuda::DeviceGuard::check(cudaStreamSynchronize(s), "cudaStreamSynchronize (check_inputs)");
 }
 
 namespace cuda {

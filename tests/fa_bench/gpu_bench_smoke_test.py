@@ -188,11 +188,18 @@ rec, timed, table = run(grid + ["--op", "bwd", "--no-det", "--rounds", "2"])
 check(timed == [b for o in round_orders(["flashattn", "torch-fa2", "torch-cudnn"], 2)
                 for b in o] * 2, f"bwd --rounds 2: {timed}")
 
-try:  # the forward has no variants: refused, not silently left out
-    run(grid + ["--lib-variant", "other=other.so"])
-    check(False, "fwd --lib-variant: accepted")
+rec, timed, table = run(grid + ["--lib-variant", "other=other.so"])
+check_rows(rec, timed, ["flashattn", "flashattn[other]", "torch-fa2", "torch-cudnn"], 2,
+           "fwd --lib-variant")
+check(all(r["max_abs_diff_vs_torch_fa2"] is not None for r in rec["rows"]
+          if r["backend"].startswith("flashattn")), "fwd --lib-variant: a build not checked")
+check("[other]" in table, "fwd --lib-variant: not in the table")
+
+try:  # an environment variant is a backward feature: refused, not silently left out
+    run(grid + ["--variant", "FA_TEST_VAR=1"])
+    check(False, "fwd --variant: accepted")
 except SystemExit as e:
-    check(e.code == 2, f"fwd --lib-variant: exit {e.code}")
+    check(e.code == 2, f"fwd --variant: exit {e.code}")
 
 fwd = ["flashattn", "torch-fa2", "torch-cudnn"]
 rec, timed, table = run(grid)

@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(32 * kRowWarps) bwd_preprocess(const __grid_co
   // The main kernel, launched as this one's programmatic dependent (bwd_pdl), may start once
   // every block here has: its blocks load their K / V tiles as this grid's last wave drains.
   grid_launch_dependents();
-  const SeqInfo sq = p.seq(b);
+  const SeqInfo sq = p.seq_unclamped(b);  // run_bwd passes sanitized cu_seqlens
   const int64_t clear_rows = bwd_clear_rows(sq.len_q);
   if (row0 >= clear_rows) return;  // the whole warp: the shuffles below need every lane
   if (i < clear_rows) {
@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(32 * kRowWarps) bwd_postprocess(const __grid_c
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane % kLanes;
   const int64_t i = (int64_t(blockIdx.x) * kRowWarps + warp) * (32 / kLanes) + lane / kLanes;
   const int64_t h = blockIdx.y, b = blockIdx.z;
-  const SeqInfo sq = p.seq(b);
+  const SeqInfo sq = p.seq_unclamped(b);  // run_bwd passes sanitized cu_seqlens
   if (i >= sq.len_q) return;
   const int row = int(i % T::kBlockM);
   const float* tile =
@@ -639,7 +639,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
-  const SeqInfo sq = p.seq(b);
+  const SeqInfo sq = p.seq_unclamped(b);  // run_bwd passes sanitized cu_seqlens
   const int64_t n0 = int64_t(nb) * kN;
   if (n0 >= sq.len_k) {
     wait_for_preprocess();

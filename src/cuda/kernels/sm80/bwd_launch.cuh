@@ -13,6 +13,7 @@
 #include "cuda/bwd_sm80.h"
 #include "cuda/device_props.h"
 #include "cuda/kernels/sm80/bwd_kernel.cuh"
+#include "cuda/kernels/varlen/sanitize.h"
 #include "cuda/tensor_map.h"
 
 namespace fa::cuda::sm80 {
@@ -108,7 +109,7 @@ void launch_bwd_main(const Params& p, const BwdWorkspace& ws, int smem_optin,
 }
 
 template <int kHeadDim, typename Tag>
-void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
+void run_bwd(const Params& caller, void* workspace, cudaStream_t stream) {
   using T = BwdTraits<kHeadDim, Tag>;
   static_assert(T::kBlockM == kBwdBlockM && T::kBlockN == bwd_block_n(kHeadDim) &&
                     T::kSmemBytes == bwd_smem_bytes(kHeadDim) &&
@@ -117,9 +118,19 @@ void run_bwd(const Params& p, void* workspace, cudaStream_t stream) {
                     BwdTraits<kHeadDim, Tag, false, kBwdBlockM, true>::kSmemBytes ==
                         bwd_compact_smem_bytes(kHeadDim),
                 "bwd_sm80.h's workspace and shared-memory figures follow the traits");
-  const int smem_optin = bwd_smem_optin(p);
-  const BwdTail tail = bwd_tail(p, kHeadDim, smem_optin, device_props(p.device.index).sms);
-  const BwdLayout layout = bwd_layout(p, kHeadDim, tail);
+  const int smem_optin = bwd_smem_optin(caller);
+  const BwdTail tail =
+      bwd_tail(caller, kHeadDim, smem_optin, device_props(caller.device.index).sms);
+  const BwdLayout layout = bwd_layout(caller, kHeadDim, tail);
+  // A packed batch's kernels index by safe copies of its cu_seqlens (seq_unclamped), made first
+  // on the stream at the workspace's end: the caller's device arrays may hold anything.
+  Params p = caller;
+  if (p.varlen()) {
+    int32_t* cu = static_cast<int32_t*>(workspace) + (layout.bytes() / 4 - layout.cu_elems);
+    sanitize_cu_seqlens(caller, cu, cu + (p.batch + 1), stream);
+    p.cu_seqlens_q = cu;
+    p.cu_seqlens_k = cu + (p.batch + 1);
+  }
   BwdWorkspace ws;
   ws.rows = int64_t(bwd_rows(p));
   ws.m_blocks = int(layout.m_blocks);
