@@ -2,7 +2,8 @@
 # The test command: set-up, configure (CUDA parts when nvcc exists), build, run every test.
 # GPU tests skip (reported as skipped) when no CUDA device is present. With FA_TEST_SANITIZERS=1
 # (CI sets it) the CPU suite then runs a second time under AddressSanitizer + UBSan (the asan
-# preset): memory errors in the CPU backend, the validation and the tools fail the run.
+# preset): memory errors in the CPU backend, the validation and the tools fail the run; and the
+# fuzz target runs its seed corpus and FA_FUZZ_SECONDS (default 120) of fresh inputs.
 # FA_ARCHS (e.g. 90a) overrides the preset's CUDA architectures (80;90a) for a faster build.
 #   [FA_TEST_SANITIZERS=1] [FA_ARCHS=...] scripts/test.sh [extra ctest args]
 set -euo pipefail
@@ -16,4 +17,6 @@ if [ "${FA_TEST_SANITIZERS:-0}" = 1 ]; then
   cmake --preset asan >/dev/null
   cmake --build --preset asan -j "$FA_JOBS"
   ctest --preset asan -j "$FA_JOBS" "$@"
+  # The C ABI's fuzz target (tests/fuzz): its regression corpus, then a bounded fresh run.
+  FA_FUZZ_SECONDS=${FA_FUZZ_SECONDS:-120} scripts/fuzz.sh
 fi

@@ -1,6 +1,7 @@
 // The C ABI: every entry point validates, dispatches, and turns internal errors into a status
 // plus a per-thread message. No exception crosses this boundary.
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <string>
@@ -103,7 +104,12 @@ void fa_params_init(fa_params* params) {
 const char* fa_last_error(void) { return g_last_error.c_str(); }
 
 const char* fa_status_string(fa_status status) {
-  switch (status) {
+  // A C caller may pass any int: read it as one (a load of an fa_status lvalue holding a value
+  // outside the enumerators is undefined in C++, and UBSan reports it).
+  int code = 0;
+  static_assert(sizeof(code) == sizeof(status), "fa_status is an int");
+  std::memcpy(&code, &status, sizeof(code));
+  switch (code) {
     case FA_OK: return "ok";
     case FA_ERROR_NULL_POINTER: return "null pointer";
     case FA_ERROR_DTYPE: return "bad dtype";
