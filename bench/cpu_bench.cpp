@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "flashattn/flashattn.h"
-#include "common/dtype.h"  // header-only fp16/bf16 conversions (tested in tests/test_dtype.cpp)
+#include "core/dtype.h"  // header-only fp16/bf16 conversions (tested in tests/test_dtype.cpp)
 #include "flashattn/flashattn.hpp"
 
 namespace {

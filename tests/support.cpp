@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "api/validate.h"
-#include "common/dtype.h"
+#include "core/dtype.h"
 #include "cpu/reference.h"
 
 namespace fa::test {

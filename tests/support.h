@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "api/params.h"
+#include "core/params.h"
 #include "flashattn/flashattn.h"
 #include "flashattn/flashattn.hpp"
 

@@ -1,11 +1,11 @@
-// fp16 / bf16 conversions (src/common/dtype.h) against independent computations.
+// fp16 / bf16 conversions (src/core/dtype.h) against independent computations.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
 
-#include "common/dtype.h"
+#include "core/dtype.h"
 
 namespace fa {
 namespace {

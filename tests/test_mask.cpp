@@ -1,9 +1,9 @@
-// Visibility ranges (src/common/mask.h) against brute force.
+// Visibility ranges (src/core/mask.h) against brute force.
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "common/mask.h"
+#include "core/mask.h"
 
 namespace fa {
 namespace {

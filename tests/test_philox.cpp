@@ -1,9 +1,9 @@
-// Philox4x32-10 and the dropout keep-mask (src/common/philox.h).
+// Philox4x32-10 and the dropout keep-mask (src/core/philox.h).
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "common/philox.h"
+#include "core/philox.h"
 
 namespace fa {
 namespace {

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/mask.h"
+#include "core/mask.h"
 #include "cuda/kernels/sm80/tile_ranges.h"
 
 namespace fa::cuda::sm80 {

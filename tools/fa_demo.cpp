@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "common/dtype.h"  // header-only fp16/bf16 conversions (tested in tests/test_dtype.cpp)
+#include "core/dtype.h"  // header-only fp16/bf16 conversions (tested in tests/test_dtype.cpp)
 #include "flashattn/flashattn.hpp"
 
 #ifdef FA_DEMO_CUDA

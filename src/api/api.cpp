@@ -6,9 +6,9 @@
 #include <new>
 #include <string>
 
-#include "api/device.h"
+#include "core/device.h"
 #include "api/dispatch.h"
-#include "api/error.h"
+#include "core/error.h"
 #include "api/validate.h"
 #include "cpu/backend.h"
 #include "flashattn/flashattn.h"

@@ -1,6 +1,6 @@
 #include "api/dispatch.h"
 
-#include "api/error.h"
+#include "core/error.h"
 #include "cpu/backend.h"
 #ifdef FA_WITH_CUDA
 #include "cuda/backend.h"

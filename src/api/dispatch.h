@@ -3,7 +3,7 @@
 
 #include <cstddef>
 
-#include "api/params.h"
+#include "core/params.h"
 
 namespace fa {
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "api/device.h"
-#include "api/error.h"
-#include "common/checked.h"
+#include "core/device.h"
+#include "core/error.h"
+#include "core/checked.h"
 
 namespace fa {
 namespace {

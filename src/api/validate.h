@@ -2,7 +2,7 @@
 // backend can run, or throws ApiError before any memory is touched (see tests/validation_catalogue.md).
 #pragma once
 
-#include "api/params.h"
+#include "core/params.h"
 #include "flashattn/flashattn.h"
 
 namespace fa {

@@ -4,7 +4,7 @@
 
 #include <cstddef>
 
-#include "api/params.h"
+#include "core/params.h"
 
 namespace fa::cpu {
 

@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "common/mask.h"
-#include "common/philox.h"
+#include "core/mask.h"
+#include "core/philox.h"
 #include "cpu/scratch.h"
 #include "cpu/tile.h"
 

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include "common/dtype.h"
-#include "common/mask.h"
-#include "common/philox.h"
+#include "core/dtype.h"
+#include "core/mask.h"
+#include "core/philox.h"
 #include "cpu/scratch.h"
 
 namespace fa::cpu {

@@ -5,8 +5,8 @@
 
 #include <cstddef>
 
-#include "api/params.h"
-#include "common/checked.h"
+#include "core/params.h"
+#include "core/checked.h"
 
 namespace fa::cpu {
 

@@ -5,9 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "api/params.h"
-#include "common/checked.h"
-#include "common/philox.h"
+#include "core/params.h"
+#include "core/checked.h"
+#include "core/philox.h"
 
 namespace fa::cpu {
 

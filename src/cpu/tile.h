@@ -12,8 +12,8 @@
 #include <cstring>
 #include <limits>
 
-#include "api/params.h"
-#include "common/dtype.h"
+#include "core/params.h"
+#include "core/dtype.h"
 #include "cpu/scratch.h"
 
 #ifndef FA_CPU_ISA

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "api/error.h"
+#include "core/error.h"
 #include "cuda/bwd_sm80.h"
 #include "cuda/device_guard.h"
 #include "cuda/device_props.h"

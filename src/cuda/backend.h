@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "api/params.h"
+#include "core/params.h"
 
 namespace fa::cuda {
 

@@ -6,8 +6,8 @@
 
 #include <cstddef>
 
-#include "api/params.h"
-#include "common/checked.h"
+#include "core/params.h"
+#include "core/checked.h"
 #include "cuda/arch/mma.cuh"
 #include "cuda/kernels/sm80/tile_ranges.h"  // BwdTail, bwd_tail_split
 

@@ -2,8 +2,8 @@
 
 #include <mutex>
 
-#include "api/device.h"
-#include "api/error.h"
+#include "core/device.h"
+#include "core/error.h"
 #include "cuda/device_guard.h"
 #include "cuda/device_props.h"
 

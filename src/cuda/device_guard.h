@@ -3,7 +3,7 @@
 
 #include <cuda_runtime.h>
 
-#include "api/error.h"
+#include "core/error.h"
 
 namespace fa::cuda {
 

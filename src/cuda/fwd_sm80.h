@@ -4,7 +4,7 @@
 
 #include <cuda_runtime.h>
 
-#include "api/params.h"
+#include "core/params.h"
 #include "cuda/arch/mma.cuh"
 
 namespace fa::cuda::sm80 {

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "api/params.h"
+#include "core/params.h"
 
 namespace fa::cuda {
 

@@ -13,7 +13,7 @@
 
 #include <unistd.h>
 
-#include "common/dtype.h"  // header-only fp16/bf16 conversions (tests/test_dtype.cpp)
+#include "core/dtype.h"  // header-only fp16/bf16 conversions (tests/test_dtype.cpp)
 
 #ifdef FA_BENCH_CUDA
 #include <cuda_runtime.h>

@@ -1,6 +1,6 @@
 // The FlashAttention-2 backward for the sm80 family on the forward's primitive layer (issue 4):
 // every head dim of the forward, fp16 / bf16, every mask, softcap, ALiBi, GQA / MQA, packed
-// batches, dropout (the keep-mask regenerated from common/philox.h, bit for bit the CPU
+// batches, dropout (the keep-mask regenerated from core/philox.h, bit for bit the CPU
 // backend's) and a deterministic mode. docs/cuda-kernels.md, "Backward".
 //
 // Three kernels per call:
@@ -58,10 +58,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "api/params.h"
-#include "common/dtype.h"
-#include "common/mask.h"
-#include "common/philox.h"
+#include "core/params.h"
+#include "core/dtype.h"
+#include "core/mask.h"
+#include "core/philox.h"
 #include "cuda/bwd_sm80.h"  // kBwdBlockM, kBwdSpareRows, bwd_block_n
 #include "cuda/arch/cp_async.cuh"
 #include "cuda/arch/griddep.cuh"
@@ -401,7 +401,7 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
 // element order). Element e of group (mt, nt) of lane 4 g + t is key 16 mt + 8 (e / 2) + g and
 // query 8 nt + 2t + e % 2 of the warp's tile (32 keys from a 32-key boundary, queries from a
 // 16-query one): for each n-tile pair and e % 2, the eight elements (n-tiles 2 ntp + a, keys
-// g + 8 c) of one Philox block (common/philox.h), so the lane evaluates its own blocks and
+// g + 8 c) of one Philox block (core/philox.h), so the lane evaluates its own blocks and
 // exchanges nothing: one evaluation (~60 instructions) per eight elements.
 template <class T>
 __device__ __forceinline__ uint32_t keep_bits(const DropoutStream& drop, uint32_t bh, int64_t m0,

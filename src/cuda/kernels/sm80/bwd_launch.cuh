@@ -9,7 +9,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "api/error.h"
+#include "core/error.h"
 #include "cuda/bwd_sm80.h"
 #include "cuda/device_props.h"
 #include "cuda/kernels/sm80/bwd_kernel.cuh"

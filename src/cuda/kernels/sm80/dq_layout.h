@@ -7,7 +7,7 @@
 // through offset(). Host-tested: tests/test_dq_layout.cpp.
 #pragma once
 
-#include "common/host_device.h"
+#include "core/host_device.h"
 
 namespace fa::cuda::sm80 {
 

@@ -25,8 +25,8 @@
 
 #include <cstdint>
 
-#include "api/params.h"
-#include "common/mask.h"
+#include "core/params.h"
+#include "core/mask.h"
 #include "cuda/arch/cp_async.cuh"
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"

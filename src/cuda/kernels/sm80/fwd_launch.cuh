@@ -7,7 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "api/error.h"
+#include "core/error.h"
 #include "cuda/device_props.h"
 #include "cuda/fwd_sm80.h"
 #include "cuda/kernels/sm80/fwd_kernel.cuh"

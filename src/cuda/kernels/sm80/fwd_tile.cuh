@@ -7,9 +7,9 @@
 
 #include <cstdint>
 
-#include "api/params.h"
-#include "common/mask.h"
-#include "common/philox.h"
+#include "core/params.h"
+#include "core/mask.h"
+#include "core/philox.h"
 #include "cuda/arch/cp_async.cuh"
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
@@ -344,7 +344,7 @@ __device__ __forceinline__ void softmax_update(float (&s)[T::kMTiles][T::kBlockN
 }
 
 // Dropout of one tile's P (kDropout kernels), after the row sums took the undropped P: element
-// (row, key) is kept with the slice common/philox.h assigns it, so the keep-mask is the CPU
+// (row, key) is kept with the slice core/philox.h assigns it, so the keep-mask is the CPU
 // backend's bit for bit. Dropped elements become 0; kept ones stay unscaled, and the epilogue
 // multiplies O by 1 / (1 - p) in fp32 (scaling P first would round P / (1 - p) to 16 bits: a
 // 0.1% bias in bf16 that shows in the backward's D = rowsum(dO ∘ O)). Lane (g, t) holds rows

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "common/host_device.h"
-#include "common/mask.h"
+#include "core/host_device.h"
+#include "core/mask.h"
 
 namespace fa::cuda::sm80 {
 

@@ -2,7 +2,7 @@
 
 #include <unordered_map>
 
-#include "api/error.h"
+#include "core/error.h"
 
 namespace fa::cuda::vanilla {
 namespace {

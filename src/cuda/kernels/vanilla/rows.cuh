@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "api/params.h"
+#include "core/params.h"
 #include "cuda/kernels/vanilla/softmax.cuh"
 
 namespace fa::cuda::vanilla {

@@ -10,9 +10,9 @@
 
 #include <cstdint>
 
-#include "api/params.h"
-#include "common/mask.h"
-#include "common/philox.h"
+#include "core/params.h"
+#include "core/mask.h"
+#include "core/philox.h"
 
 namespace fa::cuda::vanilla {
 

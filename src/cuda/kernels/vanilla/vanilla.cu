@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "api/error.h"
+#include "core/error.h"
 #include "cuda/device_guard.h"
 #include "cuda/device_props.h"
 #include "cuda/kernels/vanilla/gemm.h"

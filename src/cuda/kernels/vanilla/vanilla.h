@@ -12,7 +12,7 @@
 
 #include <cstddef>
 
-#include "api/params.h"
+#include "core/params.h"
 
 namespace fa::cuda::vanilla {
 

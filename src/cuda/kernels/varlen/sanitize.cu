@@ -7,7 +7,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "api/error.h"
+#include "core/error.h"
 #include "cuda/device_guard.h"
 #include "cuda/kernels/varlen/sanitize.h"
 

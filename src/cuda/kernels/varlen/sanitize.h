@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "api/params.h"
+#include "core/params.h"
 
 namespace fa::cuda {
 

@@ -12,7 +12,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "common/host_device.h"
+#include "core/host_device.h"
 
 namespace fa {
 

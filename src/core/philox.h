@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "common/host_device.h"
+#include "core/host_device.h"
 
 namespace fa {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "common/host_device.h"
+#include "core/host_device.h"
 
 namespace fa {
 

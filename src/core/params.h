@@ -5,7 +5,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "common/host_device.h"
+#include "core/host_device.h"
 #include "flashattn/flashattn.h"
 
 namespace fa {

@@ -1,5 +1,5 @@
-#include "api/device.h"
-#include "api/error.h"
+#include "core/device.h"
+#include "core/error.h"
 
 namespace fa {
 

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "api/error.h"
+#include "core/error.h"
 
 namespace fa {
 
