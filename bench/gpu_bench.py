@@ -24,7 +24,7 @@ runs this file's control flow on stand-ins for torch, the library and the timer.
 Exit status 2 when the library refuses the backward (its message on stderr).
 
   python3 bench/gpu_bench.py --json out.json [--quick] [--commit SHA] [--op bwd] [--dropout P]
-      [--causal both|no|yes] [--variant ENV=VALUE ...] [--seqlens 1024,...] [--dtypes bf16,...]
+      [--causal both|no|yes] [--seqlens 1024,...] [--dtypes bf16,...]
       [--no-det] [--rounds N] [--lib-variant NAME=PATH ...]
 --lib-variant times a second build of the library (another tree's, with a patch applied) in the
 same cells and rounds as the main one: an A/B whose two sides see the same inputs, clocks and
@@ -50,9 +50,11 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # --dropout: every backend drops with this probability (ours with a fixed seed, SDPA with torch's
 # generator), so the spot checks against FA2 are skipped (different masks).
 DROPOUT = 0.0
-VARIANTS = []  # --variant ENV=VALUE: ours timed again with that environment variable set
 # --lib-variant NAME=PATH: ours timed again through another build of the library (loaded beside
-# the main one), as backend flashattn[NAME]; its name is also in VARIANTS, for the table.
+# the main one), as backend flashattn[NAME]; VARIANTS lists the names, for the table. (A knob of
+# core/tuning.h is varied by building with its CMake variable, e.g. -DFA_TUNING_SM80_BWD_PDL=0:
+# the library reads no environment.)
+VARIANTS = []
 VARIANT_LIBS = {}
 
 
@@ -65,28 +67,10 @@ def our_call(lib, p, stream, backward):
     return lambda: f(lib, p, stream, ws.data_ptr(), n)
 
 
-class _Env:
-    """Sets one environment variable (a --variant's) for a with-block, then restores it."""
-    def __init__(self, var):
-        self.name, self.value = var.split("=", 1) if var else (None, None)
-
-    def __enter__(self):
-        if self.name:
-            self.old = os.environ.get(self.name)
-            os.environ[self.name] = self.value
-
-    def __exit__(self, *exc):
-        if self.name:
-            if self.old is None:
-                del os.environ[self.name]
-            else:
-                os.environ[self.name] = self.old
-
-
 def time_rounds(fns, rounds, repeats, context):
     """{backend: [ms of each round]}: every backend of fns timed once a round, in the rounds'
     orders of round_orders (rounds None: the whole design), each timing inside context(backend)
-    (its --variant's environment, or its SDPA kernel)."""
+    (its SDPA kernel, or none)."""
     times = {n: [] for n in fns}
     for order in round_orders(list(fns), rounds):
         for n in order:
@@ -118,17 +102,9 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
         st["flashattn"] = our_call(lib, p, stream, True)
         sets.append(st)
     fns = {"flashattn": [st["flashattn"] for st in sets]}
-    env = {}  # backend: the --variant its calls run under (the library reads it per call)
-    for var in VARIANTS:
-        other = VARIANT_LIBS.get(var)
-        if other is not None:  # another build: its own params and workspace, the same tensors
-            fns[f"flashattn[{var}]"] = [our_call(other, params(st, False, other), stream, True)
-                                        for st in sets]
-            continue
-        with _Env(var):
-            fns[f"flashattn[{var}]"] = [our_call(lib, params(st, False), stream, True)
-                                        for st in sets]
-        env[f"flashattn[{var}]"] = var
+    for var, other in VARIANT_LIBS.items():  # its own params and workspace, the same tensors
+        fns[f"flashattn[{var}]"] = [our_call(other, params(st, False, other), stream, True)
+                                    for st in sets]
     if det[0]:
         try:
             for st in sets:
@@ -162,7 +138,7 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
         except RuntimeError as e:
             fns.pop(backend, None)
             print(f"{backend} unavailable for {dt} d{d} s{s}: {e}", file=sys.stderr)
-    times = time_rounds(fns, rounds, repeats, lambda n: _Env(env.get(n)))
+    times = time_rounds(fns, rounds, repeats, lambda n: contextlib.nullcontext())
     # correctness spot check against PyTorch's FlashAttention-2 on the same inputs
     errs = {}
     # flashattn last: dq, dk, dv end as its own; a --lib-variant's build is checked as well
@@ -265,9 +241,6 @@ def main():
                     help="dropout probability for every backend (spot checks skipped)")
     ap.add_argument("--causal", default="both", choices=("both", "no", "yes"),
                     help="the cells to run: full attention, causal or both")
-    ap.add_argument("--variant", action="append", default=[], metavar="ENV=VALUE",
-                    help="--op bwd: also time ours with this environment variable set, in the "
-                         "same cell (backend flashattn[ENV=VALUE]); repeatable")
     ap.add_argument("--lib-variant", action="append", default=[], metavar="NAME=PATH",
                     help="also time the library built at PATH (e.g. with a patch of "
                          "dev/experiments) in the same cell and rounds (backend "
@@ -283,11 +256,8 @@ def main():
     args = ap.parse_args()
     if args.rounds is not None and args.rounds < 1:
         ap.error(f"--rounds must be at least 1, not {args.rounds}")
-    if args.op == "fwd" and args.variant:
-        ap.error("--variant times the backward only: add --op bwd")
     global DROPOUT
     DROPOUT = args.dropout
-    VARIANTS.extend(args.variant)
     for var in args.lib_variant:
         name, sep, path = var.partition("=")
         if not sep or not name or not path or name in VARIANTS:

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "api/internal.h"
 #include "support.h"
 
 #ifdef FA_TEST_CUDA
@@ -113,9 +114,11 @@ struct DeviceProblem {
 // True, with the library's message in *why, when it has no CUDA backward kernel for p: a build
 // without them (FA_ERROR_BACKEND) or a kernel needing more shared memory than the GPU gives a
 // block (FA_ERROR_UNSUPPORTED). Tests skip then; any other failed query fails run_pass.
-inline bool backward_unavailable(const fa_params& p, std::string* why) {
+inline bool backward_unavailable(const fa_params& p, std::string* why,
+                                 const Tuning* tuning = nullptr) {
   size_t bytes = 0;
-  const fa_status st = fa_backward_workspace_size(&p, &bytes);
+  const fa_status st = tuning ? internal::workspace_size(&p, Pass::Backward, *tuning, &bytes)
+                              : fa_backward_workspace_size(&p, &bytes);
   if (st != FA_ERROR_BACKEND && st != FA_ERROR_UNSUPPORTED) return false;
   *why = fa_last_error();
   return true;
@@ -124,16 +127,23 @@ inline bool backward_unavailable(const fa_params& p, std::string* why) {
 // Runs one pass with a workspace of exactly the queried size, poisoned (0xFF: NaN as floats,
 // -1 as counters), so that a part the library reads before writing or clearing it shows in the
 // results; the query, the call and the device must all succeed.
-inline void run_pass(const fa_params& p, bool backward) {
+// tuning: the knobs of the call (core/tuning.h), through the internal entry points; null: the
+// public entry points (the compiled-in defaults).
+inline void run_pass(const fa_params& p, bool backward, const Tuning* tuning = nullptr) {
+  const Pass pass = backward ? Pass::Backward : Pass::Forward;
   size_t bytes = 0;
-  ASSERT_EQ(backward ? fa_backward_workspace_size(&p, &bytes) : fa_forward_workspace_size(&p, &bytes),
+  ASSERT_EQ(tuning ? internal::workspace_size(&p, pass, *tuning, &bytes)
+            : backward ? fa_backward_workspace_size(&p, &bytes)
+                       : fa_forward_workspace_size(&p, &bytes),
             FA_OK) << fa_last_error();
   void* ws = nullptr;
   if (bytes) {
     ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
     ASSERT_EQ(cudaMemset(ws, 0xFF, bytes), cudaSuccess);
   }
-  const fa_status st = backward ? fa_backward(&p, ws, bytes, nullptr) : fa_forward(&p, ws, bytes, nullptr);
+  const fa_status st = tuning ? internal::run(&p, pass, *tuning, ws, bytes, nullptr)
+                       : backward ? fa_backward(&p, ws, bytes, nullptr)
+                                  : fa_forward(&p, ws, bytes, nullptr);
   const cudaError_t sync = cudaDeviceSynchronize();
   cudaFree(ws);
   ASSERT_EQ(st, FA_OK) << fa_last_error();
@@ -144,13 +154,13 @@ inline void run_pass(const fa_params& p, bool backward) {
 // with_dq) whose bytes differ from what the device held before (the first run's); 0: bit for
 // bit the same. Returns early, with the fatal failure recorded, when a run fails.
 inline int rerun_backward_differences(const DeviceProblem& dev, Problem& pr, int reruns,
-                                      bool with_dq) {
+                                      bool with_dq, const Tuning* tuning = nullptr) {
   std::vector<unsigned char> dq0;
   if (with_dq) dq0 = dev.dq.bytes(pr.dq);
   const auto dk0 = dev.dk.bytes(pr.dk), dv0 = dev.dv.bytes(pr.dv);
   int differing = 0;
   for (int run = 0; run < reruns; ++run) {
-    run_pass(dev.p, true);
+    run_pass(dev.p, true, tuning);
     if (::testing::Test::HasFatalFailure()) return differing;
     if (with_dq) differing += dev.dq.bytes(pr.dq) != dq0;
     differing += dev.dk.bytes(pr.dk) != dk0;

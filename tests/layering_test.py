@@ -5,7 +5,9 @@
   project outside src/core/ and the public headers;
 - the backends (src/cpu/, src/cuda/) include nothing of src/api/ (what they need of a call comes
   in Params, from src/core/);
-- src/api/ includes no tool, test or binding.
+- src/api/ includes no tool, test or binding;
+- nothing under src/ reads the process environment (getenv): behaviour and workspace sizes are
+  functions of the call (and the knobs of src/core/tuning.h), never of a variable.
 Exit status 1 with every offending line."""
 import os
 import re
@@ -33,6 +35,8 @@ for layer, allowed in ALLOWED.items():
             rel = os.path.relpath(path, ROOT)
             with open(path, encoding="utf-8") as f:
                 for n, line in enumerate(f, 1):
+                    if re.search(r"\b(secure_)?getenv\s*\(", line):
+                        bad.append(f"{rel}:{n}: reads the environment ({line.strip()[:60]})")
                     m = INCLUDE.match(line)
                     if not m:
                         continue

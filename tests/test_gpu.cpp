@@ -9,7 +9,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -216,27 +215,16 @@ TEST_P(GpuBwd, GradientsMatchReference) {
 INSTANTIATE_TEST_SUITE_P(Grid, GpuBwd, ::testing::ValuesIn(gpu_grid()), CaseTestName());
 
 // The configurations of parts with less shared memory a block than this GPU, run here by capping
-// what the backward's choices see (FA_SM80_BWD_SMEM_LIMIT, read on every call): sm86 / sm89 (99
-// KB) at d <= 128 - 64-query steps at d 32 / 64, the compact configuration at d 96 / 128 - and
-// A100 (163 KB) at d 224 / 256 (compact). The grid's cases of those head dims, same rule. (This
-// GPU runs their sm90 code; the sm80 / 86 / 89 code differs in the Pᵀ / dSᵀ stores.)
-// An environment variable set for a scope (the library reads its switches on every call).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
-class SmemCap : public ScopedEnv {
- public:
-  explicit SmemCap(int bytes) : ScopedEnv(kVar, std::to_string(bytes).c_str()) {}
-  static constexpr const char* kVar = "FA_SM80_BWD_SMEM_LIMIT";
-};
+// what the backward's choices see (Tuning::sm80_bwd_smem_limit): sm86 / sm89 (99 KB) at
+// d <= 128 - 64-query steps at d 32 / 64, the compact configuration at d 96 / 128 - and A100
+// (163 KB) at d 224 / 256 (compact). The grid's cases of those head dims, same rule. (This GPU
+// runs their sm90 code; the sm80 / 86 / 89 code differs in the Pᵀ / dSᵀ stores.)
 constexpr int kSm86SmemOptin = 101376, kA100SmemOptin = 166912;
+Tuning smem_cap(int bytes) {
+  Tuning t;
+  t.sm80_bwd_smem_limit = bytes;
+  return t;
+}
 
 std::vector<Case> small_smem_grid() {
   std::vector<Case> cases;
@@ -256,9 +244,9 @@ TEST_P(GpuBwdSmallSmem, GradientsMatchReference) {
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
   run_pass(dev.p, false);  // the forward, uncapped
   if (HasFatalFailure()) return;
-  SmemCap cap(pr.c.head_dim <= 128 ? kSm86SmemOptin : kA100SmemOptin);
-  if (backward_unavailable(dev.p, &why)) GTEST_SKIP() << why;
-  run_pass(dev.p, true);
+  const Tuning cap = smem_cap(pr.c.head_dim <= 128 ? kSm86SmemOptin : kA100SmemOptin);
+  if (backward_unavailable(dev.p, &why, &cap)) GTEST_SKIP() << why;
+  run_pass(dev.p, true, &cap);
   if (HasFatalFailure()) return;
   expect_device_results(pr, dev, true);
 #endif
@@ -271,9 +259,9 @@ INSTANTIATE_TEST_SUITE_P(Grid, GpuBwdSmallSmem, ::testing::ValuesIn(small_smem_g
 // more than a wave of blocks on the H200 (132 SMs) and leave a tail of a few tiles (135 tiles of
 // 128 keys up to d 128, 270 of 64 above), so that the whole-tile kernel and the tail kernel
 // both run, with GQA (steps = query tiles x 2 heads) and a partial last key tile. Gradients by the
-// rule, with the split tail and without it (FA_SM80_BWD_TAIL=0); dK and dV bit-identical over 20
-// runs in the default mode (the tail's partial sums are added in a fixed order). The tiles have 2
-// (d 64) or 4 steps: the test lowers the tail's minimum (FA_SM80_BWD_TAIL_MIN_STEPS=1), so that
+// rule, with the split tail and without it (sm80_bwd_tail_min_steps 0); dK and dV bit-identical
+// over 20 runs in the default mode (the tail's partial sums are added in a fixed order). The tiles
+// have 2 (d 64) or 4 steps: the test lowers the tail's minimum (sm80_bwd_tail_min_steps 1), so that
 // a tile is split over up to 4 blocks, one step each. On other GPUs the tail is smaller or larger, or absent:
 // the same checks hold.
 
@@ -304,18 +292,19 @@ TEST_P(GpuBwdTail, GradientsMatchReferenceAndDkDvRepeat) {
   if (backward_unavailable(dev.p, &why)) GTEST_SKIP() << why;
   run_pass(dev.p, false);
   if (HasFatalFailure()) return;
-  const ScopedEnv min_steps("FA_SM80_BWD_TAIL_MIN_STEPS", "1");
+  Tuning tail, off;
+  tail.sm80_bwd_tail_min_steps = 1;
+  off.sm80_bwd_tail_min_steps = 0;
   {
-    const ScopedEnv off("FA_SM80_BWD_TAIL", "0");
-    run_pass(dev.p, true);
+    run_pass(dev.p, true, &off);
     if (HasFatalFailure()) return;
-    SCOPED_TRACE("FA_SM80_BWD_TAIL=0");
+    SCOPED_TRACE("no split tail");
     expect_device_results(pr, dev, true);
   }
-  run_pass(dev.p, true);
+  run_pass(dev.p, true, &tail);
   if (HasFatalFailure()) return;
   expect_device_results(pr, dev, true);
-  const int differing = rerun_backward_differences(dev, pr, 19, false);
+  const int differing = rerun_backward_differences(dev, pr, 19, false, &tail);
   if (HasFatalFailure()) return;
   EXPECT_EQ(differing, 0) << "dK / dV tensors that differed from the first run's, over 19 runs";
 #endif
@@ -343,8 +332,8 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, GpuBwdTail,
                          });
 
 // On sm90 the main (or lone tail) kernel is launched as the preprocess's programmatic dependent
-// (bwd_pdl); the other parts of the sm80 family launch it plainly, which FA_SM80_BWD_PDL=0 runs
-// here. The plain launch passes the rule, and the dependent one then gives the same bytes: a
+// (bwd_pdl); the other parts of the sm80 family launch it plainly, which sm80_bwd_pdl = false
+// runs here. The plain launch passes the rule, and the dependent one then gives the same bytes: a
 // deterministic varlen case with empty sequences (blocks that leave early on either side) and a
 // default-mode case whose tiles all go to the split tail (dK / dV are deterministic there).
 TEST(GpuBackward, PlainLaunchMatchesDependentLaunch) {
@@ -383,16 +372,15 @@ TEST(GpuBackward, PlainLaunchMatchesDependentLaunch) {
     if (backward_unavailable(dev.p, &why)) continue;
     run_pass(dev.p, false);
     if (HasFatalFailure()) return;
-    std::optional<ScopedEnv> min_steps;
-    if (sub.tail) min_steps.emplace("FA_SM80_BWD_TAIL_MIN_STEPS", "1");
-    {
-      const ScopedEnv plain("FA_SM80_BWD_PDL", "0");
-      run_pass(dev.p, true);
-      if (HasFatalFailure()) return;
-      expect_device_results(pr, dev, true);
-    }
+    Tuning dependent;
+    if (sub.tail) dependent.sm80_bwd_tail_min_steps = 1;
+    Tuning plain = dependent;
+    plain.sm80_bwd_pdl = false;
+    run_pass(dev.p, true, &plain);
+    if (HasFatalFailure()) return;
+    expect_device_results(pr, dev, true);
     const auto dq0 = dev.dq.bytes(pr.dq), dk0 = dev.dk.bytes(pr.dk), dv0 = dev.dv.bytes(pr.dv);
-    run_pass(dev.p, true);
+    run_pass(dev.p, true, &dependent);
     if (HasFatalFailure()) return;
     if (c.deterministic) {
       EXPECT_TRUE(dev.dq.bytes(pr.dq) == dq0) << "dQ";
@@ -406,7 +394,7 @@ TEST(GpuBackward, PlainLaunchMatchesDependentLaunch) {
 }
 
 // What no configuration covers is refused with both figures: d 160 / 192 under the sm86 / sm89
-// cap (112.5 KB compact); a malformed cap is refused too.
+// cap (112.5 KB compact).
 TEST(GpuBackward, SmallSmemRefusalsNameTheFigures) {
   std::string why;
   if (skip_without_gpu(&why) || skip_head_dim_not_built(192, &why)) GTEST_SKIP() << why;
@@ -415,48 +403,50 @@ TEST(GpuBackward, SmallSmemRefusalsNameTheFigures) {
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
   size_t bytes = 0;
   if (backward_unavailable(dev.p, &why)) GTEST_SKIP() << why;
-  {
-    SmemCap cap(kSm86SmemOptin);
-    EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_ERROR_UNSUPPORTED);
-    const std::string message = fa_last_error();
-    EXPECT_NE(message.find("compact configuration"), std::string::npos) << message;
-    EXPECT_NE(message.find(std::to_string(kSm86SmemOptin)), std::string::npos) << message;
-  }
-  {
-    const ScopedEnv malformed(SmemCap::kVar, "99KB");
-    EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_ERROR_UNSUPPORTED);
-    EXPECT_NE(std::string(fa_last_error()).find(SmemCap::kVar), std::string::npos);
-  }
+  const Tuning cap = smem_cap(kSm86SmemOptin);
+  EXPECT_EQ(internal::workspace_size(&dev.p, Pass::Backward, cap, &bytes), FA_ERROR_UNSUPPORTED);
+  const std::string message = fa_last_error();
+  EXPECT_NE(message.find("compact configuration"), std::string::npos) << message;
+  EXPECT_NE(message.find(std::to_string(kSm86SmemOptin)), std::string::npos) << message;
   EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_OK) << fa_last_error();
 #endif
 }
 
-// A malformed split-tail minimum (FA_SM80_BWD_TAIL_MIN_STEPS, read on every call) is refused by
-// the workspace query, naming the variable; a well-formed one, "0" to turn the tail off, or none
-// is accepted. (The case is full attention, where the tail's plan reads the variable.)
-TEST(GpuBackward, MalformedTailMinimumIsRefused) {
+// The workspace is a function of (params, device, knobs) alone: the public query gives the
+// default knobs' size, twice the same, and the split tail's knob changes it (full attention,
+// where the tail applies: its partial sums live there) only through the internal entry points.
+// (The knobs were environment variables read on every call until issue 24.)
+TEST(GpuBackward, WorkspaceFollowsParamsAndTuningOnly) {
   std::string why;
   if (skip_without_gpu(&why) || skip_head_dim_not_built(64, &why)) GTEST_SKIP() << why;
 #ifdef FA_TEST_CUDA
-  Problem pr(short_case(FA_DTYPE_BF16, 64));
+  Case c;
+  c.dtype = FA_DTYPE_BF16;
+  c.batch = 1;
+  c.heads_q = 10;
+  c.heads_kv = 5;
+  c.seqlen_q = 300;
+  c.seqlen_k = 1100;
+  c.head_dim = 64;
+  c.pad = 8;
+  Problem pr(c);
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
   if (backward_unavailable(dev.p, &why)) GTEST_SKIP() << why;
-  size_t bytes = 0;
-  constexpr const char* kVar = "FA_SM80_BWD_TAIL_MIN_STEPS";
-  for (const char* bad : {"0", "-3", "32steps", "2147483648"}) {
-    const ScopedEnv env(kVar, bad);
-    EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_ERROR_UNSUPPORTED) << bad;
-    EXPECT_NE(std::string(fa_last_error()).find(kVar), std::string::npos) << fa_last_error();
-  }
-  {
-    const ScopedEnv env(kVar, "7");
-    EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_OK) << fa_last_error();
-  }
-  {
-    const ScopedEnv off("FA_SM80_BWD_TAIL", "0"), env(kVar, "junk");  // off: not read
-    EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_OK) << fa_last_error();
-  }
-  EXPECT_EQ(fa_backward_workspace_size(&dev.p, &bytes), FA_OK) << fa_last_error();
+  size_t a = 0, b = 0, dflt = 0, tail = 0, none = 0;
+  ASSERT_EQ(fa_backward_workspace_size(&dev.p, &a), FA_OK);
+  ASSERT_EQ(fa_backward_workspace_size(&dev.p, &b), FA_OK);
+  EXPECT_EQ(a, b);
+  ASSERT_EQ(internal::workspace_size(&dev.p, Pass::Backward, Tuning{}, &dflt), FA_OK);
+  EXPECT_EQ(a, dflt);
+  Tuning t;
+  t.sm80_bwd_tail_min_steps = 1;
+  ASSERT_EQ(internal::workspace_size(&dev.p, Pass::Backward, t, &tail), FA_OK);
+  t.sm80_bwd_tail_min_steps = 0;
+  ASSERT_EQ(internal::workspace_size(&dev.p, Pass::Backward, t, &none), FA_OK);
+  EXPECT_GT(tail, none) << "the split tail's partial sums";
+  const char* name = nullptr;
+  ASSERT_EQ(fa_select_kernel(&dev.p, 1, &name), FA_OK) << fa_last_error();
+  EXPECT_STREQ(name, "cuda-sm80");
 #endif
 }
 
@@ -467,7 +457,7 @@ TEST(GpuBackward, TensorMapsEncodeOrRefuse) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
 #ifdef FA_TEST_CUDA
-  if (fa::cuda::device_props(0).major < 9) GTEST_SKIP() << "tensor maps need sm90";
+  if (fa::cuda_device_props(0).major < 9) GTEST_SKIP() << "tensor maps need sm90";
   void* buf = nullptr;
   ASSERT_EQ(cudaMalloc(&buf, 256), cudaSuccess);
   View v;

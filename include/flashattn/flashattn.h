@@ -178,6 +178,11 @@ FA_API fa_status fa_backward(const fa_params* params, void* workspace, size_t wo
 /* Number of CUDA devices this build can use (0 in a CPU-only build or without a GPU). */
 FA_API int32_t fa_cuda_device_count(void);
 
+/* The kernel family that runs this call (backward != 0: fa_backward's, else fa_forward's), as
+ * dispatch chooses it: "cuda-sm80", "cuda-vanilla", "cpu-flash", "cpu-reference" (docs/api.md).
+ * Validates params as the call would; *name is a static string. */
+FA_API fa_status fa_select_kernel(const fa_params* params, int32_t backward, const char** name);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -6,10 +6,11 @@
 #include <new>
 #include <string>
 
-#include "core/device.h"
 #include "api/dispatch.h"
-#include "core/error.h"
+#include "api/internal.h"
 #include "api/validate.h"
+#include "core/device.h"
+#include "core/error.h"
 #include "cpu/backend.h"
 #include "flashattn/flashattn.h"
 
@@ -38,22 +39,30 @@ fa_status guarded(F&& body) {
   }
 }
 
-fa_status workspace_query(const fa_params* params, size_t* bytes, fa::Pass pass) {
+fa::Params validated(const fa_params* params, fa::Pass pass) {
+  return pass == fa::Pass::Forward ? fa::validate_forward(params) : fa::validate_backward(params);
+}
+
+// ctx: null for the public entry points (the compiled-in knobs), else a test's (internal.h).
+fa_status workspace_query(const fa_params* params, size_t* bytes, fa::Pass pass,
+                          const fa::Tuning* tuning) {
   return guarded([&] {
     if (bytes == nullptr) fa::fail(FA_ERROR_NULL_POINTER, "bytes is NULL");
-    const fa::Params p = pass == fa::Pass::Forward ? fa::validate_forward(params)
-                                                   : fa::validate_backward(params);
-    *bytes = fa::workspace_size(fa::select_kernel(p, pass), p, pass);
+    const fa::Params p = validated(params, pass);
+    fa::Context ctx = fa::default_context(p);
+    if (tuning) ctx.tuning = *tuning;
+    *bytes = fa::workspace_size(fa::select_kernel(p, pass, ctx), p, pass, ctx);
   });
 }
 
 fa_status run_pass(const fa_params* params, void* workspace, size_t workspace_bytes, void* stream,
-                   fa::Pass pass) {
+                   fa::Pass pass, const fa::Tuning* tuning) {
   return guarded([&] {
-    const fa::Params p = pass == fa::Pass::Forward ? fa::validate_forward(params)
-                                                   : fa::validate_backward(params);
-    const fa::Kernel k = fa::select_kernel(p, pass);
-    const size_t need = fa::min_workspace_size(k, p, pass);
+    const fa::Params p = validated(params, pass);
+    fa::Context ctx = fa::default_context(p);
+    if (tuning) ctx.tuning = *tuning;
+    const fa::Family& k = fa::select_kernel(p, pass, ctx);
+    const size_t need = fa::min_workspace_size(k, p, pass, ctx);
     const char* query =
         pass == fa::Pass::Forward ? "fa_forward_workspace_size" : "fa_backward_workspace_size";
     if (need > 0 && workspace == nullptr)
@@ -69,7 +78,19 @@ fa_status run_pass(const fa_params* params, void* workspace, size_t workspace_by
       fa::fail(FA_ERROR_ALIGNMENT, "workspace=", workspace,
                " must be 16-byte aligned for CUDA tensors");
     fa::validate_device_inputs(params, p, stream);
-    fa::run(k, p, pass, workspace, workspace_bytes, stream);
+    fa::run(k, p, pass, ctx, workspace, workspace_bytes, stream);
+  });
+}
+
+fa_status select_family(const fa_params* params, int32_t backward, const char** name,
+                        const fa::Tuning* tuning) {
+  return guarded([&] {
+    if (name == nullptr) fa::fail(FA_ERROR_NULL_POINTER, "name is NULL");
+    const fa::Pass pass = backward ? fa::Pass::Backward : fa::Pass::Forward;
+    const fa::Params p = validated(params, pass);
+    fa::Context ctx = fa::default_context(p);
+    if (tuning) ctx.tuning = *tuning;
+    *name = fa::family_name(fa::select_kernel(p, pass, ctx));
   });
 }
 
@@ -138,20 +159,39 @@ const char* fa_status_string(fa_status status) {
 }
 
 fa_status fa_forward_workspace_size(const fa_params* params, size_t* bytes) {
-  return workspace_query(params, bytes, fa::Pass::Forward);
+  return workspace_query(params, bytes, fa::Pass::Forward, nullptr);
 }
 fa_status fa_backward_workspace_size(const fa_params* params, size_t* bytes) {
-  return workspace_query(params, bytes, fa::Pass::Backward);
+  return workspace_query(params, bytes, fa::Pass::Backward, nullptr);
 }
 fa_status fa_forward(const fa_params* params, void* workspace, size_t workspace_bytes,
                      void* stream) {
-  return run_pass(params, workspace, workspace_bytes, stream, fa::Pass::Forward);
+  return run_pass(params, workspace, workspace_bytes, stream, fa::Pass::Forward, nullptr);
 }
 fa_status fa_backward(const fa_params* params, void* workspace, size_t workspace_bytes,
                       void* stream) {
-  return run_pass(params, workspace, workspace_bytes, stream, fa::Pass::Backward);
+  return run_pass(params, workspace, workspace_bytes, stream, fa::Pass::Backward, nullptr);
+}
+fa_status fa_select_kernel(const fa_params* params, int32_t backward, const char** name) {
+  return select_family(params, backward, name, nullptr);
 }
 
 int32_t fa_cuda_device_count(void) { return fa::cuda_device_count(); }
 
 }  // extern "C"
+
+namespace fa::internal {
+
+fa_status workspace_size(const fa_params* params, Pass pass, const Tuning& tuning, size_t* bytes) {
+  return workspace_query(params, bytes, pass, &tuning);
+}
+fa_status run(const fa_params* params, Pass pass, const Tuning& tuning, void* workspace,
+              size_t workspace_bytes, void* stream) {
+  return run_pass(params, workspace, workspace_bytes, stream, pass, &tuning);
+}
+fa_status select_kernel(const fa_params* params, Pass pass, const Tuning& tuning,
+                        const char** name) {
+  return select_family(params, pass == Pass::Backward, name, &tuning);
+}
+
+}  // namespace fa::internal

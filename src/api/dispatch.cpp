@@ -1,5 +1,8 @@
 #include "api/dispatch.h"
 
+#include <exception>
+#include <optional>
+
 #include "core/error.h"
 #include "cpu/backend.h"
 #ifdef FA_WITH_CUDA
@@ -9,78 +12,158 @@
 
 namespace fa {
 
-const char* kernel_name(Kernel k) {
-  switch (k) {
-    case Kernel::CpuFlash: return "cpu-flash";
-    case Kernel::CpuReference: return "cpu-reference";
-    case Kernel::CudaSm80: return "cuda-sm80";
-    case Kernel::CudaVanilla: return "cuda-vanilla";
+// Which fa_backend values a family serves.
+enum Serves : unsigned {
+  kAuto = 1u << FA_BACKEND_AUTO,
+  kFlash = 1u << FA_BACKEND_FLASH,
+  kReference = 1u << FA_BACKEND_REFERENCE,
+  kVanilla = 1u << FA_BACKEND_VANILLA,
+};
+
+struct Family {
+  const char* name;
+  fa_device_type device;
+  unsigned serves;  // Serves bits
+  // Returns when the family can run the call; else throws ApiError saying why not.
+  void (*check)(const Params& p, Pass pass, const Context& ctx);
+  size_t (*workspace)(const Params& p, Pass pass, const Context& ctx);
+  size_t (*min_workspace)(const Params& p, Pass pass, const Context& ctx);
+  void (*run)(const Params& p, Pass pass, const Context& ctx, void* ws, size_t bytes,
+              void* stream);
+};
+
+namespace {
+
+// ---- CPU: tiled flash, then the fp64 reference (which is also the CPU's vanilla) -------------
+template <cpu::Impl kImpl>
+struct CpuRow {
+  static void check(const Params&, Pass, const Context&) {}
+  static size_t workspace(const Params& p, Pass pass, const Context&) {
+    return pass == Pass::Forward ? cpu::forward_workspace(p, kImpl)
+                                 : cpu::backward_workspace(p, kImpl);
+  }
+  static size_t min_workspace(const Params& p, Pass pass, const Context&) {
+    return pass == Pass::Forward ? cpu::min_forward_workspace(p, kImpl)
+                                 : cpu::min_backward_workspace(p, kImpl);
+  }
+  static void run(const Params& p, Pass pass, const Context&, void* ws, size_t bytes, void*) {
+    if (pass == Pass::Forward)
+      cpu::forward(p, kImpl, ws, bytes);
+    else
+      cpu::backward(p, kImpl, ws, bytes);
+  }
+};
+
+#ifdef FA_WITH_CUDA
+// ---- CUDA: the sm80 family (FlashAttention-2: mma.sync + cp.async; Ampere, Ada, Hopper) -----
+struct Sm80Row {
+  static void check(const Params& p, Pass pass, const Context& ctx) {
+    if (pass == Pass::Backward)
+      cuda::check_backward(p, ctx);  // FA_ERROR_BACKEND in a build without backward kernels
+    else
+      cuda::check_forward(p, ctx);
+  }
+  static size_t workspace(const Params& p, Pass pass, const Context& ctx) {
+    return pass == Pass::Forward ? 0 : cuda::backward_workspace(p, ctx);
+  }
+  static void run(const Params& p, Pass pass, const Context& ctx, void* ws, size_t bytes,
+                  void* stream) {
+    if (pass == Pass::Forward)
+      cuda::forward(p, ctx, stream);
+    else
+      cuda::backward(p, ctx, ws, bytes, stream);
+  }
+};
+
+// ---- CUDA: standard attention (cuBLAS + softmax kernel, S / P in the workspace) -------------
+struct VanillaRow {
+  static void check(const Params& p, Pass, const Context& ctx) { cuda::vanilla::check(p, ctx); }
+  static size_t workspace(const Params& p, Pass pass, const Context&) {
+    return pass == Pass::Forward ? cuda::vanilla::forward_workspace(p)
+                                 : cuda::vanilla::backward_workspace(p);
+  }
+  static void run(const Params& p, Pass pass, const Context&, void* ws, size_t bytes,
+                  void* stream) {
+    if (pass == Pass::Forward)
+      cuda::vanilla::forward(p, ws, bytes, stream);
+    else
+      cuda::vanilla::backward(p, ws, bytes, stream);
+  }
+};
+#endif
+
+// The registry, in order of preference per device: dispatch takes the first row that serves the
+// call's backend and supports it. (The Hopper-native family will be the first CUDA row.)
+const Family kFamilies[] = {
+#ifdef FA_WITH_CUDA
+    {"cuda-sm80", FA_DEVICE_CUDA, kAuto | kFlash, Sm80Row::check, Sm80Row::workspace,
+     Sm80Row::workspace, Sm80Row::run},
+    {"cuda-vanilla", FA_DEVICE_CUDA, kVanilla, VanillaRow::check, VanillaRow::workspace,
+     VanillaRow::workspace, VanillaRow::run},
+#endif
+    {"cpu-flash", FA_DEVICE_CPU, kAuto | kFlash, CpuRow<cpu::Impl::Flash>::check,
+     CpuRow<cpu::Impl::Flash>::workspace, CpuRow<cpu::Impl::Flash>::min_workspace,
+     CpuRow<cpu::Impl::Flash>::run},
+    {"cpu-reference", FA_DEVICE_CPU, kReference | kVanilla, CpuRow<cpu::Impl::Reference>::check,
+     CpuRow<cpu::Impl::Reference>::workspace, CpuRow<cpu::Impl::Reference>::min_workspace,
+     CpuRow<cpu::Impl::Reference>::run},
+};
+
+const char* backend_name(fa_backend b) {
+  switch (b) {
+    case FA_BACKEND_AUTO: return "FA_BACKEND_AUTO";
+    case FA_BACKEND_FLASH: return "FA_BACKEND_FLASH";
+    case FA_BACKEND_REFERENCE: return "FA_BACKEND_REFERENCE";
+    case FA_BACKEND_VANILLA: return "FA_BACKEND_VANILLA";
   }
   return "?";
 }
 
-Kernel select_kernel(const Params& p, Pass pass) {
-  if (p.device.type == FA_DEVICE_CPU) {
-    switch (p.backend) {
-      case FA_BACKEND_AUTO:
-      case FA_BACKEND_FLASH: return Kernel::CpuFlash;
-      case FA_BACKEND_REFERENCE:
-      case FA_BACKEND_VANILLA: return Kernel::CpuReference;  // on the CPU the reference is vanilla
-    }
-  }
-#ifdef FA_WITH_CUDA
-  if (p.backend == FA_BACKEND_VANILLA) {  // forward and backward, every dtype
-    cuda::vanilla::check(p);
-    return Kernel::CudaVanilla;
-  }
-  if (pass == Pass::Backward)
-    cuda::check_backward(p);  // FA_ERROR_BACKEND in a build without backward kernels
-  else
-    cuda::check_forward(p);
-  return Kernel::CudaSm80;
-#else
-  (void)pass;
-  fail(FA_ERROR_BACKEND, "q is on CUDA device ", p.device.index, " but this build has no CUDA backend");
-#endif
-}
-
-namespace {
-cpu::Impl cpu_impl(Kernel k) { return k == Kernel::CpuReference ? cpu::Impl::Reference : cpu::Impl::Flash; }
 }  // namespace
 
-size_t workspace_size(Kernel k, const Params& p, Pass pass) {
-#ifdef FA_WITH_CUDA
-  if (k == Kernel::CudaVanilla)  // the materialised score matrices: standard attention's cost
-    return pass == Pass::Forward ? cuda::vanilla::forward_workspace(p)
-                                 : cuda::vanilla::backward_workspace(p);
-  if (k == Kernel::CudaSm80)  // the forward needs none; the backward its dQ accumulator and D
-    return pass == Pass::Forward ? 0 : cuda::backward_workspace(p);
-#endif
-  return pass == Pass::Forward ? cpu::forward_workspace(p, cpu_impl(k))
-                               : cpu::backward_workspace(p, cpu_impl(k));
+const char* family_name(const Family& f) { return f.name; }
+
+Context default_context(const Params& p) {
+  Context ctx;
+  if (p.device.type == FA_DEVICE_CUDA) ctx.device = cuda_device_props(p.device.index);
+  return ctx;
 }
 
-size_t min_workspace_size(Kernel k, const Params& p, Pass pass) {
-  if (k == Kernel::CudaVanilla || k == Kernel::CudaSm80) return workspace_size(k, p, pass);
-  return pass == Pass::Forward ? cpu::min_forward_workspace(p, cpu_impl(k))
-                               : cpu::min_backward_workspace(p, cpu_impl(k));
-}
-
-void run(Kernel k, const Params& p, Pass pass, void* workspace, size_t bytes, void* stream) {
+const Family& select_kernel(const Params& p, Pass pass, const Context& ctx) {
+  std::exception_ptr first_refusal;
+  for (const Family& f : kFamilies) {
+    if (f.device != p.device.type || !(f.serves & (1u << p.backend))) continue;
+    try {
+      f.check(p, pass, ctx);
+      return f;
+    } catch (const ApiError&) {
+      if (!first_refusal) first_refusal = std::current_exception();
+    }
+  }
+  if (first_refusal) std::rethrow_exception(first_refusal);
+  if (p.device.type == FA_DEVICE_CUDA) {
 #ifdef FA_WITH_CUDA
-  if (k == Kernel::CudaSm80)
-    return pass == Pass::Forward ? cuda::forward(p, stream)
-                                 : cuda::backward(p, workspace, bytes, stream);
-  if (k == Kernel::CudaVanilla)
-    return pass == Pass::Forward ? cuda::vanilla::forward(p, workspace, bytes, stream)
-                                 : cuda::vanilla::backward(p, workspace, bytes, stream);
+    fail(FA_ERROR_BACKEND, "backend=", backend_name(p.backend),
+         " runs on the CPU only; q is on CUDA device ", p.device.index);
 #else
-  (void)stream;
+    fail(FA_ERROR_BACKEND, "q is on CUDA device ", p.device.index,
+         " but this build has no CUDA backend");
 #endif
-  if (pass == Pass::Forward)
-    cpu::forward(p, cpu_impl(k), workspace, bytes);
-  else
-    cpu::backward(p, cpu_impl(k), workspace, bytes);
+  }
+  fail(FA_ERROR_BACKEND, "backend=", backend_name(p.backend), " has no family for q's device");
+}
+
+size_t workspace_size(const Family& f, const Params& p, Pass pass, const Context& ctx) {
+  return f.workspace(p, pass, ctx);
+}
+
+size_t min_workspace_size(const Family& f, const Params& p, Pass pass, const Context& ctx) {
+  return f.min_workspace(p, pass, ctx);
+}
+
+void run(const Family& f, const Params& p, Pass pass, const Context& ctx, void* workspace,
+         size_t bytes, void* stream) {
+  f.run(p, pass, ctx, workspace, bytes, stream);
 }
 
 }  // namespace fa

@@ -1,28 +1,36 @@
-// The one place that maps a validated call to an implementation (device, backend, features).
+// The one place that maps a validated call to an implementation: the registry of kernel
+// families. A family is a row (name, what it serves, whether it supports the call and why not,
+// its workspace, its run); dispatch walks the rows of the call's device in order and takes the
+// first that supports it. A new family is a new folder plus one row (dispatch.cpp).
 #pragma once
 
 #include <cstddef>
 
 #include "core/params.h"
+#include "core/tuning.h"
 
 namespace fa {
 
 enum class Pass { Forward, Backward };
 
-enum class Kernel {
-  CpuFlash,      // tiled FlashAttention on the CPU (OpenMP, fp32 accumulation)
-  CpuReference,  // naive double-precision oracle
-  CudaSm80,      // FlashAttention-2 kernels, mma.sync + cp.async (Ampere, Ada, Hopper)
-  CudaVanilla,   // standard attention: cuBLAS GEMMs + a softmax kernel, S/P in the workspace
-};
+struct Family;  // a row of the registry (dispatch.cpp)
 
-const char* kernel_name(Kernel k);
+// The family that runs the call: the first row of p's device serving p.backend that supports
+// (p, pass, ctx); throws the first serving row's refusal (ApiError) when none does, and
+// FA_ERROR_BACKEND when no row of this build serves the device and backend.
+const Family& select_kernel(const Params& p, Pass pass, const Context& ctx);
 
-// Throws ApiError(FA_ERROR_BACKEND) when nothing in this build can run the call.
-Kernel select_kernel(const Params& p, Pass pass);
+const char* family_name(const Family& f);  // "cuda-sm80", "cpu-flash", ...
 
-size_t workspace_size(Kernel k, const Params& p, Pass pass);      // what the query reports
-size_t min_workspace_size(Kernel k, const Params& p, Pass pass);  // below this: FA_ERROR_WORKSPACE
-void run(Kernel k, const Params& p, Pass pass, void* workspace, size_t bytes, void* stream);
+// The Context of a call with the compiled-in knobs: the device's cached properties (CUDA) or
+// zeros (CPU).
+Context default_context(const Params& p);
+
+size_t workspace_size(const Family& f, const Params& p, Pass pass, const Context& ctx);
+// Below this: FA_ERROR_WORKSPACE (the CPU families run on fewer threads with less than the
+// query's size; the others need all of it).
+size_t min_workspace_size(const Family& f, const Params& p, Pass pass, const Context& ctx);
+void run(const Family& f, const Params& p, Pass pass, const Context& ctx, void* workspace,
+         size_t bytes, void* stream);
 
 }  // namespace fa

@@ -3,8 +3,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "core/error.h"
@@ -51,7 +49,7 @@ void check_view_alignment(const View& v, const char* name) {
 }
 
 template <typename Tag>
-void run_fwd_tag(const Params& p, cudaStream_t s) {
+void run_fwd_tag(const Params& p, cudaStream_t s) {  // the forward's choices need no Context
   with_head_dim<FA_SM80_FWD_DIMS>(p.head_dim, "forward", [&](auto d) {
     sm80::run_fwd<decltype(d)::value, Tag>(p, s);
   });
@@ -62,9 +60,9 @@ constexpr int kBuiltBwdHeadDims[] = {FA_SM80_BWD_DIMS};
 int bwd_kernel_head_dim(int64_t d) { return smallest_fit(kBuiltBwdHeadDims, d); }
 
 template <typename Tag>
-void run_bwd_tag(const Params& p, void* ws, cudaStream_t s) {
+void run_bwd_tag(const Params& p, const Context& ctx, void* ws, cudaStream_t s) {
   with_head_dim<FA_SM80_BWD_DIMS>(p.head_dim, "backward", [&](auto d) {
-    sm80::run_bwd<decltype(d)::value, Tag>(p, ws, s);
+    sm80::run_bwd<decltype(d)::value, Tag>(p, ctx, ws, s);
   });
 }
 #endif
@@ -73,11 +71,11 @@ void run_bwd_tag(const Params& p, void* ws, cudaStream_t s) {
 
 int kernel_head_dim(int64_t head_dim) { return smallest_fit(kBuiltHeadDims, head_dim); }
 
-const char* check_forward(const Params& p) {
+void check_forward(const Params& p, const Context& ctx) {
   if (p.backend == FA_BACKEND_REFERENCE)
     fail(FA_ERROR_BACKEND, "backend=FA_BACKEND_REFERENCE runs on the CPU only; q is on CUDA device ",
          p.device.index);
-  const DeviceProps& dev = device_props(p.device.index);
+  const DeviceProps& dev = ctx.device;
   if (dev.major < 8)
     fail(FA_ERROR_BACKEND, "CUDA device ", p.device.index, " has compute capability ", dev.major,
          ".", dev.minor, "; the CUDA kernels of this build need >= 8.0");
@@ -98,54 +96,26 @@ const char* check_forward(const Params& p) {
   check_view_alignment(p.k, "k");
   check_view_alignment(p.v, "v");
   check_view_alignment(p.out, "out");
-  return "cuda-sm80";
 }
 
 #ifdef FA_SM80_BWD_DIMS
 namespace sm80 {
-int bwd_smem_optin(const Params& p) {
-  const int device = device_props(p.device.index).smem_optin;
-  const char* cap = std::getenv("FA_SM80_BWD_SMEM_LIMIT");
-  if (cap == nullptr || *cap == '\0') return device;
-  char* end = nullptr;
-  const long v = std::strtol(cap, &end, 10);
-  if (*end != '\0' || v <= 0)
-    fail(FA_ERROR_UNSUPPORTED, "environment FA_SM80_BWD_SMEM_LIMIT=", cap,
-         " must be a positive number of bytes");
-  return v < device ? int(v) : device;
+int bwd_smem_optin(const Context& ctx) {
+  const int limit = ctx.tuning.sm80_bwd_smem_limit;
+  return limit > 0 && limit < ctx.device.smem_optin ? limit : ctx.device.smem_optin;
 }
 
-int bwd_tail_min_steps() {
-  const char* off = std::getenv("FA_SM80_BWD_TAIL");
-  if (off != nullptr && std::strcmp(off, "0") == 0) return 0;
-  const char* v = std::getenv("FA_SM80_BWD_TAIL_MIN_STEPS");
-  if (v == nullptr || *v == '\0') return kBwdTailMinSteps;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  if (*end != '\0' || n <= 0 || n > (1 << 30))
-    fail(FA_ERROR_UNSUPPORTED, "environment FA_SM80_BWD_TAIL_MIN_STEPS=", v,
-         " must be a positive number of steps");
-  return int(n);
-}
+bool bwd_pdl(const Context& ctx) { return ctx.tuning.sm80_bwd_pdl && ctx.device.major >= 9; }
 
-bool bwd_pdl(const Params& p) {
-  const char* off = std::getenv("FA_SM80_BWD_PDL");
-  if (off != nullptr && std::strcmp(off, "0") == 0) return false;
-  return device_props(p.device.index).major >= 9;
-}
-
-size_t bwd_workspace_bytes(const Params& p, int kernel_d) {
-  const int smem_optin = bwd_smem_optin(p);
-  return bwd_layout(p, kernel_d,
-                    bwd_tail(p, kernel_d, smem_optin, device_props(p.device.index).sms))
-      .bytes();
+size_t bwd_workspace_bytes(const Params& p, const Context& ctx, int kernel_d) {
+  return bwd_layout(p, kernel_d, bwd_tail(p, ctx, kernel_d)).bytes();
 }
 }  // namespace sm80
 #endif
 
-void check_backward(const Params& p) {
+void check_backward(const Params& p, const Context& ctx) {
 #ifdef FA_SM80_BWD_DIMS
-  check_forward(p);
+  check_forward(p, ctx);
   const int kernel_d = bwd_kernel_head_dim(p.head_dim);
   if (kernel_d == 0)
     fail(FA_ERROR_HEAD_DIM, "head_dim=", p.head_dim, " has no CUDA backward kernel in this build");
@@ -153,7 +123,7 @@ void check_backward(const Params& p) {
   // for d > 192 more than A100 does (163 KB): bwd_smem_bytes. The compact configuration covers
   // d 96 / 128 on the former and d 224 / 256 on the latter; d 160 / 192 on sm86 / sm89 it does
   // not (112.5 KB).
-  const int smem_optin = sm80::bwd_smem_optin(p);
+  const int smem_optin = sm80::bwd_smem_optin(ctx);
   if (sm80::bwd_smem_bytes(kernel_d) > smem_optin && !sm80::bwd_compact(kernel_d, smem_optin))
     fail(FA_ERROR_UNSUPPORTED, "head_dim=", p.head_dim, ": the CUDA backward kernel needs ",
          sm80::bwd_smem_bytes(kernel_d), " bytes of shared memory per block (",
@@ -164,37 +134,39 @@ void check_backward(const Params& p) {
   check_view_alignment(p.dk, "dk");
   check_view_alignment(p.dv, "dv");
 #else
+  (void)ctx;
   fail(FA_ERROR_BACKEND, "no CUDA backward kernel in this build for q on CUDA device ",
        p.device.index, " (configured with -DFA_CUDA_BACKWARD=OFF)");
 #endif
 }
 
-size_t backward_workspace(const Params& p) {
+size_t backward_workspace(const Params& p, const Context& ctx) {
 #ifdef FA_SM80_BWD_DIMS
-  return sm80::bwd_workspace_bytes(p, bwd_kernel_head_dim(p.head_dim));
+  return sm80::bwd_workspace_bytes(p, ctx, bwd_kernel_head_dim(p.head_dim));
 #else
-  (void)p;
+  (void)p, (void)ctx;
   return 0;
 #endif
 }
 
-void backward(const Params& p, void* workspace, size_t bytes, void* stream) {
+void backward(const Params& p, const Context& ctx, void* workspace, size_t bytes, void* stream) {
 #ifdef FA_SM80_BWD_DIMS
-  if (bytes < backward_workspace(p))
+  if (bytes < backward_workspace(p, ctx))
     fail(FA_ERROR_INTERNAL, "backward workspace of ", bytes, " bytes is below its size");
   DeviceGuard guard(p.device.index);
   const auto s = static_cast<cudaStream_t>(stream);
   if (p.dtype == DType::BF16)
-    run_bwd_tag<Bf16Tag>(p, workspace, s);
+    run_bwd_tag<Bf16Tag>(p, ctx, workspace, s);
   else
-    run_bwd_tag<Fp16Tag>(p, workspace, s);
+    run_bwd_tag<Fp16Tag>(p, ctx, workspace, s);
 #else
-  (void)p, (void)workspace, (void)bytes, (void)stream;
+  (void)p, (void)ctx, (void)workspace, (void)bytes, (void)stream;
   fail(FA_ERROR_BACKEND, "no CUDA backward kernel in this build");
 #endif
 }
 
-void forward(const Params& p, void* stream) {
+void forward(const Params& p, const Context& ctx, void* stream) {
+  (void)ctx;  // the forward's launch needs nothing of it (its smem opt-in is per device)
   DeviceGuard guard(p.device.index);
   const auto s = static_cast<cudaStream_t>(stream);
   if (p.dtype == DType::BF16)

@@ -8,6 +8,7 @@
 
 #include "core/params.h"
 #include "core/checked.h"
+#include "core/tuning.h"
 #include "cuda/arch/mma.cuh"
 #include "cuda/kernels/sm80/tile_ranges.h"  // BwdTail, bwd_tail_split
 
@@ -83,26 +84,14 @@ constexpr bool bwd_compact(int kernel_d, int smem_optin) {
   return bwd_smem_bytes(kernel_d) > smem_optin && bwd_compact_smem_bytes(kernel_d) <= smem_optin;
 }
 // The per-block shared memory the backward's configuration choices see: the device's opt-in
-// limit, or less where the environment variable FA_SM80_BWD_SMEM_LIMIT (bytes) says so - a test
-// hook that runs the configurations of smaller parts on a larger one (sm86 / sm89: 101376,
-// A100: 166912). Read on every call.
-int bwd_smem_optin(const Params& p);
-
-// The fewest steps a key tile must have for the split tail (bwd_tail): kBwdTailMinSteps, or the
-// environment variable FA_SM80_BWD_TAIL_MIN_STEPS (a positive number); 0 (no split tail) where
-// FA_SM80_BWD_TAIL is "0". Switches for measuring the tail against whole-tile blocks in one
-// build; read on every call. The default from the H200 (docs/performance.md, twelfth session,
-// full attention, tail against none in the same run): tiles of 8 steps -6.0 to -1.1% and of 16
-// steps -2.5 to +0.7% (the tail's fixed costs: the second launch, K / V loads and partial sums),
-// of 32 steps -0.9 to +3.1% (two runs), of 64-256 steps +0.2 to +3.8%.
-constexpr int kBwdTailMinSteps = 32;
-int bwd_tail_min_steps();
+// limit, or less where ctx.tuning.sm80_bwd_smem_limit says so (core/tuning.h: how the tests run
+// the configurations of smaller parts on a larger one).
+int bwd_smem_optin(const Context& ctx);
 
 // Whether the main kernel is launched as the preprocess's programmatic dependent (sm90 and
 // later; cudaLaunchAttributeProgrammaticStreamSerialization), so that its blocks start and load
-// their K / V tiles while the preprocess's last wave drains. Off where the environment variable
-// FA_SM80_BWD_PDL is "0" (a switch for measuring it in one build); read on every call.
-bool bwd_pdl(const Params& p);
+// their K / V tiles while the preprocess's last wave drains: ctx.tuning.sm80_bwd_pdl.
+bool bwd_pdl(const Context& ctx);
 
 // Whether the main kernel runs 128-query steps (bwd_wide_m), which the postprocess must know (the
 // dQ accumulator's tile order follows the step). Not with dropout: its Philox state on top of
@@ -124,16 +113,17 @@ inline bool bwd_wide(const Params& p, int kernel_d, int smem_optin) {
 // do not depend on which block finished last. Not in deterministic mode (the dQ order there
 // would make blocks of the tail wait on each other), nor with dropout (no tail kernel is built
 // for it), nor where the tail is more than 3/4 of a wave or a tile has fewer than
-// bwd_tail_min_steps() steps (the gain would not pay for the split tiles' extra K / V loads, the
-// partial sums and the second launch).
+// ctx.tuning.sm80_bwd_tail_min_steps steps (the gain would not pay for the split tiles' extra
+// K / V loads, the partial sums and the second launch; core/tuning.h has the measurements).
 // This call's tail: its kernel's tile sizes (wide, compact), and no mask, fixed lengths, default
 // mode.
-inline BwdTail bwd_tail(const Params& p, int kernel_d, int smem_optin, int sms) {
+inline BwdTail bwd_tail(const Params& p, const Context& ctx, int kernel_d) {
   if (p.varlen() || p.deterministic || p.dropout_p > 0.f || p.window_left >= 0 ||
       p.window_right >= 0 || p.seqlen_q <= 0 || p.seqlen_k <= 0)
     return bwd_tail_split(0, 0, 0, 0);
-  const int min_steps = bwd_tail_min_steps();
-  if (min_steps == 0) return bwd_tail_split(0, 0, 0, 0);
+  const int min_steps = ctx.tuning.sm80_bwd_tail_min_steps;
+  if (min_steps <= 0) return bwd_tail_split(0, 0, 0, 0);
+  const int smem_optin = bwd_smem_optin(ctx), sms = ctx.device.sms;
   const bool compact = kernel_d > 64 && bwd_compact(kernel_d, smem_optin);
   const int block_n = compact ? kBwdCompactBlockN : bwd_block_n(kernel_d);
   const int block_m = bwd_wide(p, kernel_d, smem_optin) ? kBwdWideBlockM : kBwdBlockM;
@@ -170,14 +160,14 @@ inline BwdLayout bwd_layout(const Params& p, int kernel_d, const BwdTail& tail) 
   return l;
 }
 
-size_t bwd_workspace_bytes(const Params& p, int kernel_d);
+size_t bwd_workspace_bytes(const Params& p, const Context& ctx, int kernel_d);
 
 template <int kHeadDim, typename Tag>
-void run_bwd(const Params& p, void* workspace, cudaStream_t stream);
+void run_bwd(const Params& p, const Context& ctx, void* workspace, cudaStream_t stream);
 
-#define FA_SM80_BWD_EXTERN(D)                                                         \
-  extern template void run_bwd<D, Bf16Tag>(const Params&, void*, cudaStream_t); \
-  extern template void run_bwd<D, Fp16Tag>(const Params&, void*, cudaStream_t);
+#define FA_SM80_BWD_EXTERN(D)                                                                   \
+  extern template void run_bwd<D, Bf16Tag>(const Params&, const Context&, void*, cudaStream_t); \
+  extern template void run_bwd<D, Fp16Tag>(const Params&, const Context&, void*, cudaStream_t);
 FA_SM80_BWD_EXTERN(32)
 FA_SM80_BWD_EXTERN(64)
 FA_SM80_BWD_EXTERN(96)

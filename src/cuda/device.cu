@@ -31,7 +31,6 @@ void copy_to_host_sync(void* dst, const void* src, size_t bytes, int device, voi
   cuda::DeviceGuard::check(cudaStreamSynchronize(s), "cudaStreamSynchronize (check_inputs)");
 }
 
-namespace cuda {
 namespace {
 constexpr int kCachedDevices = 64;
 
@@ -53,7 +52,7 @@ DeviceProps query(int device) {
 }
 }  // namespace
 
-const DeviceProps& device_props(int device) {
+const DeviceProps& cuda_device_props(int device) {
   static std::once_flag once[kCachedDevices];
   static DeviceProps props[kCachedDevices];
   if (device < 0 || device >= kCachedDevices) {
@@ -66,5 +65,4 @@ const DeviceProps& device_props(int device) {
   return props[device];
 }
 
-}  // namespace cuda
 }  // namespace fa

@@ -1,6 +1,6 @@
-// What the CUDA paths ask of a device on every call, queried once per device and process, and
-// the dynamic shared-memory opt-in of a kernel, once per (kernel, device): both used to be
-// driver calls on every attention call's host path (docs/python.md, the overhead budget).
+// The dynamic shared-memory opt-in of a kernel, once per (kernel, device): it used to be a driver
+// call on every attention call's host path (docs/python.md, the overhead budget). The device's
+// properties (core/device.h, DeviceProps) come from dispatch in the call's Context.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,16 +8,9 @@
 #include <atomic>
 #include <cstdint>
 
+#include "core/device.h"
+
 namespace fa::cuda {
-
-struct DeviceProps {
-  int major = 0, minor = 0;  // compute capability
-  int smem_optin = 0;        // dynamic shared memory a block may opt in to, bytes
-  int sms = 0;               // streaming multiprocessors
-};
-
-// Throws FA_ERROR_CUDA (naming the query) when the device cannot be queried; not cached then.
-const DeviceProps& device_props(int device);
 
 // Devices whose opt-in is remembered; a kernel on a device beyond them opts in on every launch.
 constexpr int kOptInDevices = 64;

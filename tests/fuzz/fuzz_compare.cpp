@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -48,6 +49,9 @@ int64_t dtype_bytes(int32_t dtype) {
 
 float load(int32_t dtype, const uint8_t* data, int64_t index) {
   const uint8_t* p = data + index * dtype_bytes(dtype);
+  // A tensor the call does not read may carry any dtype (dout in the forward); fp8 elements are
+  // one byte: never read four (found by the fuzzer: a 1-byte-per-element buffer read as fp32).
+  if (dtype == FA_DTYPE_FP8_E4M3) return std::numeric_limits<float>::quiet_NaN();
   if (dtype == FA_DTYPE_FP16 || dtype == FA_DTYPE_BF16) {
     uint16_t h;
     std::memcpy(&h, p, sizeof h);

@@ -267,6 +267,11 @@ SEEDS = {
     # backend's NaN against the reference's finite values): outside what fp32 kernels promise,
     # compared by nothing (fuzz_compare.h), and must not crash.
     'regress-fuzz-scale-flt-max': dict(raw='0a0201000007000f1f1f020000060009ffffff0000f4'),
+    # Found by the fuzzer, a harness bug: the forward's dout (which the call does not read) with
+    # dtype fp8 was scanned for its norm as fp32, reading past its 1-byte elements.
+    'regress-fuzz-fp8-dout-in-forward': dict(
+        raw='088101803a0000000101320f46fbfbfb9191910291ff000000919191919191803a0000000101320f46fbfbfb'
+            '9191910291ff0000009117d5d5d5919191919191'),
 }
 
 

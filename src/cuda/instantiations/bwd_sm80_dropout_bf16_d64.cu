@@ -2,6 +2,7 @@
 #include "cuda/kernels/sm80/bwd_launch.cuh"
 
 namespace fa::cuda::sm80 {
-template void launch_bwd_main<BwdTraits<64, Bf16Tag, true>>(const Params&, const BwdWorkspace&,
-                                                           int, cudaStream_t);
+template void launch_bwd_main<BwdTraits<64, Bf16Tag, true>>(const Params&, const Context&,
+                                                           const BwdWorkspace&, int,
+                                                           cudaStream_t);
 }  // namespace fa::cuda::sm80

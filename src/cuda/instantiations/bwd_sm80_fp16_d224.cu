@@ -3,8 +3,8 @@
 
 namespace fa::cuda::sm80 {
 // The dropout kernel compiles in its own file (bwd_sm80_dropout_*), in parallel with this one.
-extern template void launch_bwd_main<BwdTraits<224, Fp16Tag, true>>(const Params&,
+extern template void launch_bwd_main<BwdTraits<224, Fp16Tag, true>>(const Params&, const Context&,
                                                                   const BwdWorkspace&, int,
                                                                   cudaStream_t);
-template void run_bwd<224, Fp16Tag>(const Params&, void*, cudaStream_t);
+template void run_bwd<224, Fp16Tag>(const Params&, const Context&, void*, cudaStream_t);
 }  // namespace fa::cuda::sm80

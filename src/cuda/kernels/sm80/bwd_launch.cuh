@@ -22,11 +22,12 @@ namespace fa::cuda::sm80 {
 // maps encoded here for T's query tile (two driver calls on the host, no GPU work); where the
 // driver refuses a map, by cp.async as on the sm80 family.
 template <class T>
-void launch_bwd_kernel(const Params& p, const BwdWorkspace& ws_in, cudaStream_t stream) {
+void launch_bwd_kernel(const Params& p, const Context& ctx, const BwdWorkspace& ws_in,
+                       cudaStream_t stream) {
   BwdWorkspace ws = ws_in;
   QdoMaps maps{};
   ws.tma = 0;
-  if (T::kTmaQdo && device_props(p.device.index).major >= 9) {
+  if (T::kTmaQdo && ctx.device.major >= 9) {
     const int64_t batch = p.varlen() ? 1 : p.batch;
     const int64_t rows = p.varlen() ? p.total_q : p.seqlen_q;
     ws.tma = encode_row_tiles(p.q, batch, rows, p.heads_q, p.head_dim, T::kBlockM, &maps.q) &&
@@ -48,7 +49,7 @@ void launch_bwd_kernel(const Params& p, const BwdWorkspace& ws_in, cudaStream_t 
   // block by block as SMs freed up). The first of them follows the preprocess as its
   // programmatic dependent where bwd_pdl says so (bwd_block waits for the preprocess's grid
   // after its K / V copies).
-  bool dependent = bwd_pdl(p);
+  bool dependent = bwd_pdl(ctx);
   auto launch = [&](auto kernel, std::atomic<uint64_t>& opted_in, dim3 blocks,
                     const char* what) {
     cudaError_t e = opt_in_smem(reinterpret_cast<const void*>(kernel), T::kSmemBytes,
@@ -89,27 +90,27 @@ void launch_bwd_kernel(const Params& p, const BwdWorkspace& ws_in, cudaStream_t 
 // in its own file), in its 128-query form where bwd_wide says so, in its compact one where
 // bwd_compact does.
 template <class T>
-void launch_bwd_main(const Params& p, const BwdWorkspace& ws, int smem_optin,
+void launch_bwd_main(const Params& p, const Context& ctx, const BwdWorkspace& ws, int smem_optin,
                      cudaStream_t stream) {
   if constexpr (T::kHeadDim <= 64 && !T::kDropout) {
     if (bwd_wide(p, T::kHeadDim, smem_optin)) {
       launch_bwd_kernel<BwdTraits<T::kHeadDim, typename T::Tag, T::kDropout, kBwdWideBlockM>>(
-          p, ws, stream);
+          p, ctx, ws, stream);
       return;
     }
   }
   if constexpr (T::kHeadDim > 64) {  // d <= 64 fits every sm80-family part
     if (bwd_compact(T::kHeadDim, smem_optin)) {
       launch_bwd_kernel<BwdTraits<T::kHeadDim, typename T::Tag, T::kDropout, kBwdBlockM, true>>(
-          p, ws, stream);
+          p, ctx, ws, stream);
       return;
     }
   }
-  launch_bwd_kernel<T>(p, ws, stream);
+  launch_bwd_kernel<T>(p, ctx, ws, stream);
 }
 
 template <int kHeadDim, typename Tag>
-void run_bwd(const Params& caller, void* workspace, cudaStream_t stream) {
+void run_bwd(const Params& caller, const Context& ctx, void* workspace, cudaStream_t stream) {
   using T = BwdTraits<kHeadDim, Tag>;
   static_assert(T::kBlockM == kBwdBlockM && T::kBlockN == bwd_block_n(kHeadDim) &&
                     T::kSmemBytes == bwd_smem_bytes(kHeadDim) &&
@@ -118,9 +119,8 @@ void run_bwd(const Params& caller, void* workspace, cudaStream_t stream) {
                     BwdTraits<kHeadDim, Tag, false, kBwdBlockM, true>::kSmemBytes ==
                         bwd_compact_smem_bytes(kHeadDim),
                 "bwd_sm80.h's workspace and shared-memory figures follow the traits");
-  const int smem_optin = bwd_smem_optin(caller);
-  const BwdTail tail =
-      bwd_tail(caller, kHeadDim, smem_optin, device_props(caller.device.index).sms);
+  const int smem_optin = bwd_smem_optin(ctx);
+  const BwdTail tail = bwd_tail(caller, ctx, kHeadDim);
   const BwdLayout layout = bwd_layout(caller, kHeadDim, tail);
   // A packed batch's kernels index by safe copies of its cu_seqlens (seq_unclamped), made first
   // on the stream at the workspace's end: the caller's device arrays may hold anything.
@@ -164,9 +164,9 @@ void run_bwd(const Params& caller, void* workspace, cudaStream_t stream) {
           p, ws);
   check(cudaGetLastError(), "preprocess launch");
   if (p.dropout_p > 0.f)
-    launch_bwd_main<BwdTraits<kHeadDim, Tag, true>>(p, ws, smem_optin, stream);
+    launch_bwd_main<BwdTraits<kHeadDim, Tag, true>>(p, ctx, ws, smem_optin, stream);
   else
-    launch_bwd_main<T>(p, ws, smem_optin, stream);
+    launch_bwd_main<T>(p, ctx, ws, smem_optin, stream);
   // The postprocess reads the accumulator in the main kernel's tile order (its kBlockM); the
   // 128-query form exists only at d <= 64.
   bool wide = false;

@@ -313,8 +313,8 @@ void run_typed(const Params& p, Pass pass, void* workspace, size_t bytes, void* 
 
 }  // namespace
 
-void check(const Params& p) {
-  const DeviceProps& dev = device_props(p.device.index);
+void check(const Params& p, const Context& ctx) {
+  const DeviceProps& dev = ctx.device;
   const int major = dev.major, minor = dev.minor;
   const int need = p.dtype == DType::BF16 ? 8 : 7;  // cuBLAS bf16 GEMMs need Ampere
   if (major < need)

@@ -13,11 +13,12 @@
 #include <cstddef>
 
 #include "core/params.h"
+#include "core/tuning.h"
 
 namespace fa::cuda::vanilla {
 
 // Throws ApiError when the vanilla backend cannot run the call (device, dtype, sizes).
-void check(const Params& p);
+void check(const Params& p, const Context& ctx);
 
 size_t forward_workspace(const Params& p);
 size_t backward_workspace(const Params& p);

@@ -1,0 +1,44 @@
+// Knobs of the kernels' choices that experiments and tests vary: compiled-in defaults, never read
+// from the environment (a workspace size or a kernel choice that followed a variable would break
+// the query-then-run contract of CUDA graphs and TensorRT). Dispatch hands the launchers a
+// Context holding them; the public entry points use the defaults, tests pass their own through
+// the internal entry points (api/internal.h), and an experiment's build changes a default with
+// the CMake cache variable of the same name (e.g. -DFA_TUNING_SM80_BWD_PDL=0, for a benchmark's
+// --lib-variant).
+#pragma once
+
+#include "core/device.h"
+
+#ifndef FA_TUNING_SM80_BWD_SMEM_LIMIT
+#define FA_TUNING_SM80_BWD_SMEM_LIMIT 0
+#endif
+#ifndef FA_TUNING_SM80_BWD_TAIL_MIN_STEPS
+#define FA_TUNING_SM80_BWD_TAIL_MIN_STEPS 32
+#endif
+#ifndef FA_TUNING_SM80_BWD_PDL
+#define FA_TUNING_SM80_BWD_PDL 1
+#endif
+
+namespace fa {
+
+struct Tuning {
+  // Shared memory per block the sm80 backward's configuration choices assume, in bytes; 0: the
+  // device's opt-in limit. Below it, the configurations of smaller parts run on a larger one
+  // (sm86 / sm89: 101376, A100: 166912): how the GPU tests cover them on the H200.
+  int sm80_bwd_smem_limit = FA_TUNING_SM80_BWD_SMEM_LIMIT;
+  // The fewest steps a key tile needs for the sm80 backward's split tail (bwd_tail); 0: no split
+  // tail. 32 from the H200 (docs/performance-log.md, twelfth session: tiles of 8 steps -6.0 to
+  // -1.1%, of 16 -2.5 to +0.7%, of 32 -0.9 to +3.1%, of 64-256 +0.2 to +3.8%).
+  int sm80_bwd_tail_min_steps = FA_TUNING_SM80_BWD_TAIL_MIN_STEPS;
+  // The sm80 backward's main kernel as the preprocess's programmatic dependent (sm90 and later).
+  bool sm80_bwd_pdl = FA_TUNING_SM80_BWD_PDL != 0;
+};
+
+// What a call's launchers need beyond its Params: the device's properties (queried once per
+// device and process, by dispatch: launchers never query the device) and the knobs.
+struct Context {
+  DeviceProps device;  // zeros for the CPU
+  Tuning tuning;
+};
+
+}  // namespace fa
