@@ -242,6 +242,14 @@ class Harness {
       compare(kLse, kRefLse, tol, 0, 0);
       return;
     }
+    // The flash backward's D = rowsum(dO ∘ out) reads the stored out: where out's bound leaves
+    // the dtype's range (an fp16 out that overflowed to inf, e.g. dropout_p = 1 - 2^-24 scaling
+    // kept probabilities by 1.7e7), its gradients are NaN where the fp64 reference's are not,
+    // as for FlashAttention. Nothing is compared then (found by the fuzzer on the H200 run).
+    if (tol.level(tol.out) == Level::kNone) {
+      trace("gradients not compared: out's bound %.3g is past the dtype's range", tol.out);
+      return;
+    }
     compare(kDq, kRefDq, tol, tol.dq, tol.dq);
     if (column_sums()) {
       compare(kDk, kRefDk, tol, tol.dk_per_colsum, tol.dk, kSumDv);
