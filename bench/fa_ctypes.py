@@ -17,7 +17,9 @@ FA_DTYPE = {"float32": 0, "float16": 1, "bfloat16": 2}
 def load(path=None):
     path = path or os.environ.get("FA_LIBRARY", "build/libflashattn.so")
     lib = ctypes.CDLL(path)
-    lib.fa_params_init.argtypes = [ctypes.POINTER(FaParams)]
+    # fa_params_init_v2: the initialiser of the layout FaParams mirrors (0.2; the header's
+    # fa_params_init). The symbol fa_params_init writes the 0.1 layout.
+    lib.fa_params_init_v2.argtypes = [ctypes.POINTER(FaParams)]
     lib.fa_forward.argtypes = [ctypes.POINTER(FaParams), ctypes.c_void_p, ctypes.c_size_t,
                                ctypes.c_void_p]
     lib.fa_forward.restype = ctypes.c_int
@@ -29,7 +31,7 @@ def load(path=None):
     lib.fa_last_error.restype = ctypes.c_char_p
     lib.fa_build_info.restype = ctypes.c_char_p
     p = FaParams()
-    lib.fa_params_init(ctypes.byref(p))
+    lib.fa_params_init_v2(ctypes.byref(p))
     if p.struct_size != ctypes.sizeof(FaParams):
         raise RuntimeError(f"fa_params layout mismatch: library {p.struct_size} bytes, "
                            f"ctypes {ctypes.sizeof(FaParams)}")
@@ -53,7 +55,7 @@ def tensor(t):
 def forward_params(lib, q, k, v, out, lse, causal=False, softmax_scale=0.0, window=(-1, -1),
                    softcap=0.0, dropout_p=0.0, seed=0, offset=0):
     p = FaParams()
-    lib.fa_params_init(ctypes.byref(p))
+    lib.fa_params_init_v2(ctypes.byref(p))
     p.q, p.k, p.v, p.out, p.lse = tensor(q), tensor(k), tensor(v), tensor(out), tensor(lse)
     p.causal = int(causal)
     p.softmax_scale = softmax_scale

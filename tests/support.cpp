@@ -115,6 +115,10 @@ std::string Case::name() const {
   if (deterministic) os << "_det";
   if (varlen()) os << "_varlen";
   if (strided) os << "_strided";
+  if (out_dtype >= 0 && out_dtype != dtype) os << "_out" << (out_dtype == FA_DTYPE_FP32 ? "fp32" : "16");
+  if (page_size > 0) os << "_page" << page_size;
+  if (!cache_lens.empty()) os << "_cache";
+  if (q_shift != 0) os << "_shift" << q_shift;
   std::string s = os.str();  // a valid GoogleTest name: letters, digits, underscores
   for (char& ch : s)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
@@ -161,8 +165,8 @@ Problem::Problem(const Case& cs) : c(cs) {
     lse = HostTensor(FA_DTYPE_FP32, {c.batch, hq, c.seqlen_q}, {}, c.strided ? 2 : 0);
   }
   v = HostTensor(c.dtype, k.shape(), c.strided ? (c.varlen() ? order3 : order4) : std::vector<int>{}, pad);
-  out = HostTensor(c.dtype, q.shape(), c.strided ? (c.varlen() ? order3 : order4) : std::vector<int>{}, pad);
-  dout = HostTensor(c.dtype, q.shape());
+  out = HostTensor(c.out_type(), q.shape(), c.strided ? (c.varlen() ? order3 : order4) : std::vector<int>{}, pad);
+  dout = HostTensor(c.out_type(), q.shape());
   dq = HostTensor(c.dtype, q.shape(), c.strided ? (c.varlen() ? order3 : order4) : std::vector<int>{}, pad);
   dk = HostTensor(c.dtype, k.shape());
   dv = HostTensor(c.dtype, k.shape());
@@ -177,7 +181,52 @@ Problem::Problem(const Case& cs) : c(cs) {
     std::uniform_real_distribution<double> u(0.05, 1.0);
     for (int64_t i = 0; i < alibi.numel(); ++i) alibi.set(i, u(rng));
   }
+  if (!c.cache_lens.empty() || c.page_size > 0) make_cache(order4, pad);
   poison_outputs();
+}
+
+void Problem::make_cache(const std::vector<int>& order4, int64_t pad) {
+  // Its own random stream: the values above are those of the same Case without a cache.
+  std::mt19937_64 rng(c.seed * 0x2545F4914F6CDD1Dull + 777);
+  std::vector<int32_t> lens = c.cache_lens;
+  const int64_t page = c.page_size;
+  const int64_t max_blocks = page > 0 ? (c.seqlen_k + page - 1) / page : 0;
+  if (lens.empty() && page > 0 && max_blocks * page != c.seqlen_k)
+    lens.assign(size_t(c.batch), int32_t(c.seqlen_k));  // keys past seqlen_k are not keys
+  if (!lens.empty()) {
+    cache_seqlens = HostTensor(FA_DTYPE_INT32, {c.batch});
+    for (int64_t b = 0; b < c.batch; ++b) cache_seqlens.set(b, lens[size_t(b)]);
+  }
+  if (page == 0) return;
+  // The blocks of every batch entry, in a random order among two spare ones; the spare blocks
+  // and the rows past each entry's keys stay poisoned (NaN), and so do the block table's entries
+  // past the keys: nothing may read them.
+  const int64_t num_blocks = c.batch * max_blocks + 2;
+  std::vector<int32_t> perm(static_cast<size_t>(num_blocks));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  const std::vector<int64_t> shape = {num_blocks, page, c.heads_kv, c.head_dim};
+  k_pages = HostTensor(c.dtype, shape, order4, pad);
+  v_pages = HostTensor(c.dtype, shape, order4, pad);
+  k_pages.poison();
+  v_pages.poison();
+  block_table = HostTensor(FA_DTYPE_INT32, {c.batch, max_blocks});
+  const int64_t hk = c.heads_kv, d = c.head_dim;
+  for (int64_t b = 0; b < c.batch; ++b) {
+    const int64_t keys = lens.empty() ? c.seqlen_k : lens[size_t(b)];
+    for (int64_t n = 0; n < max_blocks; ++n)
+      block_table.set(b * max_blocks + n, n * page < keys ? perm[size_t(b * max_blocks + n)] : -1);
+    for (int64_t t = 0; t < keys; ++t) {
+      const int64_t block = perm[size_t(b * max_blocks + t / page)];
+      for (int64_t h = 0; h < hk; ++h)
+        for (int64_t x = 0; x < d; ++x) {
+          const int64_t from = ((b * c.seqlen_k + t) * hk + h) * d + x;
+          const int64_t to = ((block * page + t % page) * hk + h) * d + x;
+          k_pages.set(to, k.get(from));
+          v_pages.set(to, v.get(from));
+        }
+    }
+  }
 }
 
 void Problem::poison_outputs() {
@@ -207,7 +256,12 @@ fa_params Problem::params(fa_backend backend, bool with_grads) const {
     o.max_seqlen_q = max_q;
     o.max_seqlen_k = max_k;
   }
-  fa_params p = fa::make_params(q.view(), k.view(), v.view(), out.view(), lse.view(), o);
+  if (cache_seqlens.data()) o.cache_seqlens = cache_seqlens.view();
+  if (block_table.data()) o.block_table = block_table.view();
+  o.q_shift = c.q_shift;
+  const bool paged = block_table.data() != nullptr;
+  fa_params p = fa::make_params(q.view(), paged ? k_pages.view() : k.view(),
+                                paged ? v_pages.view() : v.view(), out.view(), lse.view(), o);
   if (with_grads) {
     p.dout = dout.view().raw;
     p.dq = dq.view().raw;
@@ -261,7 +315,7 @@ Dense reference(const Problem& pr, bool use_float, bool grads, bool round_p) {
   }
   r.lse.assign(lse.begin(), lse.end());
   if (use_float)  // a same-precision implementation stores its output in the tensors' dtype
-    for (double& x : r.out) x = round_to_dtype(pr.c.dtype, x);
+    for (double& x : r.out) x = round_to_dtype(pr.c.out_type(), x);
   if (grads) {
     r.dq.assign(size_t(pr.total_q * hq * d), 0.0);
     r.dk.assign(size_t(pr.total_k * hk * d), 0.0);

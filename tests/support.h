@@ -63,6 +63,16 @@ struct Case {
   int64_t pad = 3;                      // elements after each row when strided (GPU: 8, aligned)
   double input_scale = 1.0;             // stddev of q, k (v, dout stay at 1)
   uint64_t seed = 1;
+  int out_dtype = -1;                   // of out and dout; -1: dtype
+  // KV cache (fixed-length batches): page_size > 0 stores k, v in a paged cache of that page size,
+  // its blocks in a random order among spare (poisoned) ones, through a block table; cache_lens
+  // (one per batch entry, <= seqlen_k) are the cache_seqlens. A paged cache whose capacity exceeds
+  // seqlen_k passes cache_seqlens = seqlen_k when cache_lens is empty.
+  int64_t page_size = 0;
+  std::vector<int32_t> cache_lens;
+  int64_t q_shift = 0;
+
+  fa_dtype out_type() const { return out_dtype < 0 ? dtype : fa_dtype(out_dtype); }
 
   bool varlen() const { return !lens_q.empty(); }
   std::string name() const;
@@ -83,11 +93,17 @@ struct CaseTestName {
 struct Problem {
   Case c;
   HostTensor q, k, v, out, lse, dout, dq, dk, dv, cu_q, cu_k, alibi;
+  // Paged: the cache the call reads (k, v keep the same keys densely), its block table; and the
+  // cache_seqlens tensor when the call passes one.
+  HostTensor k_pages, v_pages, block_table, cache_seqlens;
   int64_t total_q = 0, total_k = 0, max_q = 0, max_k = 0;
 
   explicit Problem(const Case& c);
   fa_params params(fa_backend backend = FA_BACKEND_AUTO, bool with_grads = false) const;
   void poison_outputs();
+
+ private:
+  void make_cache(const std::vector<int>& order4, int64_t pad);
 };
 
 // Dense results in double: out/dq (rows, heads_q, d), dk/dv (rows, heads_kv, d), lse (heads_q, rows).

@@ -45,6 +45,7 @@ constexpr unsigned kAll = kFwdSize | kBwdSize | kFwd | kBwd;
 constexpr unsigned kBackward = kBwdSize | kBwd;  // what only the backward reads: dout, dq, dk, dv
 constexpr unsigned kQueries = kFwdSize | kBwdSize;
 constexpr unsigned kRuns = kFwd | kBwd;
+constexpr unsigned kForward = kFwdSize | kFwd;  // what the backward does not take: a KV cache
 constexpr EntryPoint kEntryPoints[] = {kFwdSize, kBwdSize, kFwd, kBwd};
 
 const char* entry_point_name(EntryPoint e) {
@@ -63,6 +64,7 @@ std::string entry_points_text(unsigned set) {
     case kBackward: return "backward, backward_size";
     case kQueries: return "forward_size, backward_size";
     case kRuns: return "forward, backward";
+    case kForward: return "forward, forward_size";
   }
   return "?";
 }
@@ -85,9 +87,12 @@ const char* status_name(fa_status s) {
 //   Packed:    fp32, lens_q {3, 5}, lens_k {4, 6}: q (8, 4, 8), k/v (10, 2, 8), lse (4, 8),
 //              cu_seqlens_q {0, 3, 8}, cu_seqlens_k {0, 4, 10}, max_seqlen 5 / 6
 //   Alibi:     F32 plus fp32 slopes (2, 4);  PackedAlibi: Packed plus slopes (2, 4)
-enum class Base { F32, F16, Strided, Packed, Alibi, PackedAlibi };
-constexpr Base kBases[] = {Base::F32, Base::F16, Base::Strided, Base::Packed, Base::Alibi,
-                           Base::PackedAlibi};
+//   Paged:     F32 with k/v in a paged cache (forward only): 8 blocks of 3 keys (2, 3, 2, 8),
+//              block_table (2, 3) {{b0, b1, b2}, {b3, b4, -1}}, cache_seqlens {7, 4}
+enum class Base { F32, F16, Strided, Packed, Alibi, PackedAlibi, Paged };
+constexpr Base kBases[] = {Base::F32,   Base::F16,         Base::Strided, Base::Packed,
+                           Base::Alibi, Base::PackedAlibi, Base::Paged};
+bool forward_only(Base b) { return b == Base::Paged; }
 
 Case base_case(Base b) {
   Case c;
@@ -109,6 +114,10 @@ Case base_case(Base b) {
     c.strided = true;
   }
   c.alibi = b == Base::Alibi || b == Base::PackedAlibi;
+  if (b == Base::Paged) {
+    c.page_size = 3;
+    c.cache_lens = {7, 4};
+  }
   return c;
 }
 
@@ -120,6 +129,7 @@ const char* base_name(Base b) {
     case Base::Packed: return "Packed";
     case Base::Alibi: return "Alibi";
     case Base::PackedAlibi: return "PackedAlibi";
+    case Base::Paged: return "Paged";
   }
   return "?";
 }
@@ -176,7 +186,9 @@ class Call {
         {"q", &pr.q},       {"k", &pr.k},       {"v", &pr.v},   {"out", &pr.out},
         {"lse", &pr.lse},   {"dout", &pr.dout}, {"dq", &pr.dq}, {"dk", &pr.dk},
         {"dv", &pr.dv},     {"cu_seqlens_q", &pr.cu_q},         {"cu_seqlens_k", &pr.cu_k},
-        {"alibi_slopes", &pr.alibi},            {"workspace", &workspace_buf}};
+        {"alibi_slopes", &pr.alibi},            {"workspace", &workspace_buf},
+        {"k_pages", &pr.k_pages},               {"v_pages", &pr.v_pages},
+        {"block_table", &pr.block_table},       {"cache_seqlens", &pr.cache_seqlens}};
     for (size_t i = 0; i < extra.size(); ++i) r.emplace_back("extra" + std::to_string(i), &extra[i]);
     return r;
   }
@@ -200,13 +212,18 @@ void each_data_tensor(fa_params& p, const std::function<void(fa_tensor&)>& f) {
 // Every tensor present in the call.
 void each_tensor(fa_params& p, const std::function<void(fa_tensor&)>& f) {
   each_data_tensor(p, f);
-  for (fa_tensor* t : {&p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k, &p.alibi_slopes})
+  for (fa_tensor* t : {&p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k, &p.alibi_slopes, &p.block_table,
+                       &p.cache_seqlens})
     if (t->data != nullptr) f(*t);
 }
 void set_device(fa_params& p, fa_device d) {
   each_tensor(p, [&](fa_tensor& t) { t.device = d; });
 }
 void* shifted(void* p, int bytes) { return static_cast<unsigned char*>(p) + bytes; }
+// An int32 index tensor the mutation brings in, all zeros.
+fa_tensor index_tensor(Call& c, std::vector<int64_t> shape) {
+  return c.add(HostTensor(FA_DTYPE_INT32, std::move(shape))).view().raw;
+}
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -243,6 +260,13 @@ const std::vector<Entry>& catalogue() {
       {"struct_size_larger", Base::F32, kAll, "params.struct_size", "sizeof(fa_params) + 8",
        [](Call& c) { c.p.struct_size += 8; }, FA_ERROR_VERSION,
        {"params.struct_size=" + std::to_string(sizeof(fa_params) + 8)}},
+      {"struct_size_between_layouts", Base::F32, kAll, "params.struct_size",
+       "1152 (between 0.1's 1144 and 0.2's 1328)", [](Call& c) { c.p.struct_size = 1152; },
+       FA_ERROR_VERSION,
+       {"params.struct_size=1152 is not a known size (1144 for version 0.1, 1328 for 0.2)"}},
+      {"struct_size_below_0_1", Base::F32, kAll, "params.struct_size", "1136 (0.1's size - 8)",
+       [](Call& c) { c.p.struct_size = 1136; }, FA_ERROR_VERSION,
+       {"params.struct_size=1136 is not a known size"}},
       {"backend_past_last", Base::F32, kAll, "params.backend", "4",
        [](Call& c) { c.p.backend = 4; }, FA_ERROR_BACKEND,
        {"params.backend=4 is not an fa_backend value"}},
@@ -258,8 +282,9 @@ const std::vector<Entry>& catalogue() {
        [](Call& c) { c.p.v.data = nullptr; }, FA_ERROR_NULL_POINTER, {"v.data is NULL"}},
       {"out_data_null", Base::F32, kAll, "out.data", "NULL",
        [](Call& c) { c.p.out.data = nullptr; }, FA_ERROR_NULL_POINTER, {"out.data is NULL"}},
-      {"lse_data_null", Base::F32, kAll, "lse.data", "NULL",
-       [](Call& c) { c.p.lse.data = nullptr; }, FA_ERROR_NULL_POINTER, {"lse.data is NULL"}},
+      {"lse_data_null_backward", Base::F32, kBackward, "lse.data",
+       "NULL (optional in the forward only)", [](Call& c) { c.p.lse.data = nullptr; },
+       FA_ERROR_NULL_POINTER, {"lse.data is NULL; the backward needs the forward's lse"}},
       {"dout_data_null", Base::F32, kBackward, "dout.data", "NULL",
        [](Call& c) { c.p.dout.data = nullptr; }, FA_ERROR_NULL_POINTER, {"dout.data is NULL"}},
       {"dq_data_null", Base::F32, kBackward, "dq.data", "NULL",
@@ -321,21 +346,28 @@ const std::vector<Entry>& catalogue() {
       {"v_dtype_vs_q", Base::F16, kAll, "v.dtype", "bf16 (q fp16)",
        [](Call& c) { c.p.v.dtype = FA_DTYPE_BF16; }, FA_ERROR_DTYPE,
        {"v.dtype=bf16 must be fp16"}},
-      {"out_dtype_vs_q", Base::F16, kAll, "out.dtype", "fp32 (q fp16)",
-       [](Call& c) { c.p.out.dtype = FA_DTYPE_FP32; }, FA_ERROR_DTYPE,
-       {"out.dtype=fp32 must be fp16"}},
+      {"out_dtype_vs_q", Base::F16, kAll, "out.dtype", "bf16 (q fp16: fp16 or fp32)",
+       [](Call& c) { c.p.out.dtype = FA_DTYPE_BF16; }, FA_ERROR_DTYPE,
+       {"out.dtype=bf16 must be fp16 or fp32 (q.dtype=fp16)"}},
+      {"out_dtype_fp16_vs_fp32", Base::F32, kAll, "out.dtype", "fp16 (q fp32: fp32 only)",
+       [](Call& c) { c.p.out.dtype = FA_DTYPE_FP16; }, FA_ERROR_DTYPE,
+       {"out.dtype=fp16 must be fp32 (q.dtype=fp32)"}},
       {"lse_dtype_fp16", Base::F16, kAll, "lse.dtype", "fp16 (must be fp32)",
        [](Call& c) { c.p.lse.dtype = FA_DTYPE_FP16; }, FA_ERROR_DTYPE,
        {"lse.dtype=fp16 must be fp32"}},
       {"lse_dtype_int32", Base::F32, kAll, "lse.dtype", "int32",
        [](Call& c) { c.p.lse.dtype = FA_DTYPE_INT32; }, FA_ERROR_DTYPE,
        {"lse.dtype=int32 must be fp32"}},
-      {"dout_dtype_vs_q", Base::F16, kBackward, "dout.dtype", "fp32 (q fp16)",
-       [](Call& c) { c.p.dout.dtype = FA_DTYPE_FP32; }, FA_ERROR_DTYPE,
-       {"dout.dtype=fp32 must be fp16"}},
+      {"dout_dtype_vs_q", Base::F16, kBackward, "dout.dtype", "bf16 (q fp16: fp16 or fp32)",
+       [](Call& c) { c.p.dout.dtype = FA_DTYPE_BF16; }, FA_ERROR_DTYPE,
+       {"dout.dtype=bf16 must be fp16 or fp32"}},
       {"dq_dtype_vs_q", Base::F16, kBackward, "dq.dtype", "bf16 (q fp16)",
        [](Call& c) { c.p.dq.dtype = FA_DTYPE_BF16; }, FA_ERROR_DTYPE,
        {"dq.dtype=bf16 must be fp16"}},
+      {"dq_dtype_fp32_vs_bf16", Base::Strided, kBackward, "dq.dtype",
+       "fp32 (q bf16: gradients keep their input's dtype)",
+       [](Call& c) { c.p.dq.dtype = FA_DTYPE_FP32; }, FA_ERROR_DTYPE,
+       {"dq.dtype=fp32 must be bf16 (q.dtype=bf16)"}},
       {"dk_dtype_vs_k", Base::F16, kBackward, "dk.dtype", "fp32 (k fp16)",
        [](Call& c) { c.p.dk.dtype = FA_DTYPE_FP32; }, FA_ERROR_DTYPE,
        {"dk.dtype=fp32 must be fp16"}},
@@ -724,6 +756,111 @@ const std::vector<Entry>& catalogue() {
       {"alibi_batch_mismatch_packed", Base::PackedAlibi, kAll, "alibi_slopes.shape",
        "(1, 4): packed batch is 2", [](Call& c) { c.p.alibi_slopes.shape[0] = 1; },
        FA_ERROR_ALIBI, {"alibi_slopes.shape=(1, 4) must be (4) or (2, 4)"}},
+
+      // --- KV cache: block_table, cache_seqlens (forward only, fixed-length batches) ----------
+      {"block_table_dtype_fp32", Base::Paged, kForward, "block_table.dtype", "fp32",
+       [](Call& c) { c.p.block_table.dtype = FA_DTYPE_FP32; }, FA_ERROR_DTYPE,
+       {"block_table.dtype=fp32 must be int32"}},
+      {"block_table_rank_1", Base::Paged, kForward, "block_table.rank", "1",
+       [](Call& c) { c.p.block_table.rank = 1; }, FA_ERROR_RANK,
+       {"block_table.rank=1 must be 2"}},
+      {"block_table_batch", Base::Paged, kForward, "block_table.shape[0]", "1 (batch 2)",
+       [](Call& c) { c.p.block_table.shape[0] = 1; }, FA_ERROR_SHAPE,
+       {"block_table.shape[0]=1 must equal q.shape[0]=2 (batch)"}},
+      {"block_table_zero_blocks", Base::Paged, kForward, "block_table.shape[1]", "0",
+       [](Call& c) { c.p.block_table.shape[1] = 0; }, FA_ERROR_SIZE,
+       {"block_table.shape[1]=0 must be > 0"}},
+      {"block_table_last_dim_stride_2", Base::Paged, kForward, "block_table.stride[1]", "2",
+       [](Call& c) { c.p.block_table.stride[1] = 2; }, FA_ERROR_STRIDE,
+       {"block_table.stride[1]=2 must be 1"}},
+      {"block_table_negative_stride", Base::Paged, kForward, "block_table.stride[0]", "-3",
+       [](Call& c) { c.p.block_table.stride[0] = -3; }, FA_ERROR_STRIDE,
+       {"block_table.stride[0]=-3 must be >= 0"}},
+      {"block_table_device_cuda", Base::Paged, kForward, "block_table.device", "(CUDA, 0)",
+       [](Call& c) { c.p.block_table.device = {FA_DEVICE_CUDA, 0}; }, FA_ERROR_DEVICE,
+       {"block_table.device=(1, 0) must equal q.device=(0, 0)"}},
+      {"block_table_address_mod4_2", Base::Paged, kForward, "block_table.data",
+       "int32 at address % 4 == 2",
+       [](Call& c) { c.p.block_table.data = shifted(c.p.block_table.data, 2); },
+       FA_ERROR_ALIGNMENT, {"block_table.data=", "must be aligned to 4 bytes"}},
+      {"block_table_entry_past_blocks", Base::Paged, kForward, "block_table[1][1]",
+       "8 (k has 8 blocks)", [](Call& c) { c.pr.block_table.set(4, 8); }, FA_ERROR_CU_SEQLENS,
+       {"block_table[1][1]=8 is not a block of k: must be in [0, 8) (k.shape[0])",
+        "batch entry 1 reads its first 2 entries"}},
+      {"block_table_entry_negative", Base::Paged, kForward, "block_table[0][2]", "-1 (read: 7 keys)",
+       [](Call& c) { c.pr.block_table.set(2, -1); }, FA_ERROR_CU_SEQLENS,
+       {"block_table[0][2]=-1 is not a block of k"}},
+      {"paged_k_fewer_blocks", Base::Paged, kForward, "k.shape[0] (and v)",
+       "1 (the table's 5 distinct entries name blocks of 8)",
+       [](Call& c) { c.p.k.shape[0] = c.p.v.shape[0] = 1; }, FA_ERROR_CU_SEQLENS,
+       {"is not a block of k: must be in [0, 1) (k.shape[0])"}},
+      {"paged_v_page_size_vs_k", Base::Paged, kForward, "v.shape[1] (page size)", "2 (k's is 3)",
+       [](Call& c) { c.p.v.shape[1] = 2; }, FA_ERROR_SHAPE,
+       {"v.shape[1]=2 must equal k.shape[1]=3"}},
+      {"paged_capacity_overflow", Base::Paged, kForward, "block_table.shape[1] * k.shape[1]",
+       "2^40 blocks of 2^24 keys (zero strides)",
+       [](Call& c) {
+         c.p.block_table.shape[1] = int64_t(1) << 40;
+         c.p.block_table.stride[0] = 0;
+         c.p.k.shape[1] = c.p.v.shape[1] = int64_t(1) << 24;
+         c.p.k.stride[1] = c.p.v.stride[1] = 0;
+       },
+       FA_ERROR_SIZE, {"the paged cache's capacity block_table.shape[1] * k.shape[1] overflows"}},
+      {"cache_seqlens_dtype_fp16", Base::Paged, kForward, "cache_seqlens.dtype", "fp16",
+       [](Call& c) { c.p.cache_seqlens.dtype = FA_DTYPE_FP16; }, FA_ERROR_DTYPE,
+       {"cache_seqlens.dtype=fp16 must be int32"}},
+      {"cache_seqlens_rank_2", Base::Paged, kForward, "cache_seqlens.rank", "2",
+       [](Call& c) { c.p.cache_seqlens.rank = 2; c.p.cache_seqlens.shape[1] = 1; },
+       FA_ERROR_RANK, {"cache_seqlens.rank=2 must be 1"}},
+      {"cache_seqlens_batch", Base::F32, kForward, "cache_seqlens.shape[0]", "3 (batch 2)",
+       [](Call& c) { c.p.cache_seqlens = index_tensor(c, {3}); }, FA_ERROR_SHAPE,
+       {"cache_seqlens.shape[0]=3 must equal q.shape[0]=2 (batch)"}},
+      {"cache_seqlens_stride_2", Base::Paged, kForward, "cache_seqlens.stride[0]", "2",
+       [](Call& c) { c.p.cache_seqlens.stride[0] = 2; }, FA_ERROR_STRIDE,
+       {"cache_seqlens.stride[0]=2 must be 1"}},
+      {"cache_seqlens_device_cuda", Base::Paged, kForward, "cache_seqlens.device", "(CUDA, 0)",
+       [](Call& c) { c.p.cache_seqlens.device = {FA_DEVICE_CUDA, 0}; }, FA_ERROR_DEVICE,
+       {"cache_seqlens.device=(1, 0) must equal q.device=(0, 0)"}},
+      {"cache_seqlens_past_dense_cache", Base::F32, kForward, "cache_seqlens[1]",
+       "8 (k holds 7 keys)",
+       [](Call& c) {
+         HostTensor& cs = c.add(HostTensor(FA_DTYPE_INT32, {2}));
+         cs.set(0, 7);
+         cs.set(1, 8);
+         c.p.cache_seqlens = cs.view().raw;
+       },
+       FA_ERROR_CU_SEQLENS, {"cache_seqlens[1]=8 must be in [0, 7] (k.shape[1], the cache's capacity)"}},
+      {"cache_seqlens_past_paged_cache", Base::Paged, kForward, "cache_seqlens[0]",
+       "10 (3 blocks of 3)", [](Call& c) { c.pr.cache_seqlens.set(0, 10); }, FA_ERROR_CU_SEQLENS,
+       {"cache_seqlens[0]=10 must be in [0, 9] (block_table.shape[1] * k.shape[1]"}},
+      {"cache_seqlens_negative", Base::Paged, kForward, "cache_seqlens[1]", "-1",
+       [](Call& c) { c.pr.cache_seqlens.set(1, -1); }, FA_ERROR_CU_SEQLENS,
+       {"cache_seqlens[1]=-1 must be in [0, 9]"}},
+      {"block_table_in_backward", Base::F32, kBackward, "block_table", "given to fa_backward",
+       [](Call& c) { c.p.block_table = index_tensor(c, {2, 3}); }, FA_ERROR_UNSUPPORTED,
+       {"block_table (a paged KV cache) is forward-only"}},
+      {"cache_seqlens_in_backward", Base::F32, kBackward, "cache_seqlens", "given to fa_backward",
+       [](Call& c) { c.p.cache_seqlens = index_tensor(c, {2}); }, FA_ERROR_UNSUPPORTED,
+       {"cache_seqlens is forward-only"}},
+      {"block_table_packed", Base::Packed, kForward, "block_table", "with cu_seqlens",
+       [](Call& c) { c.p.block_table = index_tensor(c, {2, 3}); }, FA_ERROR_UNSUPPORTED,
+       {"block_table (a paged KV cache) with cu_seqlens (a packed batch) is not supported yet"}},
+      {"cache_seqlens_packed", Base::Packed, kForward, "cache_seqlens", "with cu_seqlens",
+       [](Call& c) { c.p.cache_seqlens = index_tensor(c, {2}); }, FA_ERROR_UNSUPPORTED,
+       {"cache_seqlens with cu_seqlens (a packed batch) is not supported yet"}},
+
+      // --- positions ---------------------------------------------------------------------------
+      {"q_shift_int64_max", Base::F32, kAll, "q_shift", "INT64_MAX",
+       [](Call& c) { c.p.q_shift = std::numeric_limits<int64_t>::max(); }, FA_ERROR_SIZE,
+       {"q_shift=9223372036854775807 is too far from 0", "(seqlen_q=5, seqlen_k=7)"}},
+      {"q_shift_int64_min", Base::Packed, kAll, "q_shift", "INT64_MIN",
+       [](Call& c) { c.p.q_shift = std::numeric_limits<int64_t>::min(); }, FA_ERROR_SIZE,
+       {"q_shift=-9223372036854775808 is too far from 0"}},
+      {"q_shift_just_too_far", Base::F32, kAll, "q_shift", "INT64_MAX - (5 + 7 + 2^32) + 1",
+       [](Call& c) {
+         c.p.q_shift = std::numeric_limits<int64_t>::max() - (12 + (int64_t(1) << 32)) + 1;
+       },
+       FA_ERROR_SIZE, {"is too far from 0: |q_shift| + seqlen_q + seqlen_k + 2^32 must fit"}},
   };
   return entries;
 }
@@ -778,6 +915,7 @@ INSTANTIATE_TEST_SUITE_P(Validation, ValidationCatalogue, testing::ValuesIn(cata
 TEST(Validation, BaseProblemsAreValid) {
   for (Base b : kBases) {
     for (EntryPoint ep : kEntryPoints) {
+      if (forward_only(b) && (ep & kBackward)) continue;  // a KV cache: refused by the backward
       SCOPED_TRACE(std::string(base_name(b)) + " " + entry_point_name(ep));
       Call call(b, ep);
       size_t bytes = 0;
@@ -785,6 +923,12 @@ TEST(Validation, BaseProblemsAreValid) {
       EXPECT_STREQ(fa_last_error(), "");
     }
   }
+}
+
+// A row on a KV-cache base lists the forward's entry points only (the backward refuses the base).
+TEST(Validation, ForwardOnlyBasesHaveForwardRows) {
+  for (const Entry& e : catalogue())
+    if (forward_only(e.base)) EXPECT_EQ(e.points & kBackward, 0u) << e.name;
 }
 
 TEST(Validation, SuccessClearsLastError) {

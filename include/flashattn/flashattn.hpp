@@ -84,6 +84,12 @@ struct Options {
   int64_t max_seqlen_q = 0, max_seqlen_k = 0;
   // Validate device-side cu_seqlens before running (a copy back and a stream wait; fa_params).
   bool check_inputs = false;
+  // KV cache, forward only (fa_params): an int32 (batch, max_blocks) block table makes k, v a
+  // paged cache (num_blocks, page_size, heads_kv, d); int32 (batch) cache_seqlens counts each
+  // batch entry's keys. Empty: dense k, v, every key.
+  Tensor block_table, cache_seqlens;
+  // Shift of the queries along the keys (fa_params::q_shift); 0: bottom-right aligned.
+  int64_t q_shift = 0;
 };
 
 // The C parameter block for the given tensors and options.
@@ -112,6 +118,9 @@ inline fa_params make_params(const Tensor& q, const Tensor& k, const Tensor& v, 
   p.offset = o.offset;
   p.deterministic = o.deterministic;
   p.check_inputs = o.check_inputs;
+  p.block_table = o.block_table.raw;
+  p.cache_seqlens = o.cache_seqlens.raw;
+  p.q_shift = o.q_shift;
   return p;
 }
 
@@ -161,7 +170,8 @@ inline void require_host(const fa_params& p, const char* what) {
 }
 }  // namespace detail
 
-// out, lse <- attention(q, k, v). Allocates a host workspace (CPU tensors only).
+// out, lse <- attention(q, k, v); an empty lse: none wanted (CPU). Allocates a host workspace (CPU
+// tensors only).
 inline void forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                     const Tensor& lse, const Options& o = {}) {
   const fa_params p = make_params(q, k, v, out, lse, o);

@@ -91,8 +91,10 @@ def _declare(lib):
     lib.fa_version.restype = c.c_int32
     lib.fa_build_info.restype = c.c_char_p
     lib.fa_last_error.restype = c.c_char_p
-    lib.fa_params_init.argtypes = [c.c_void_p]
-    lib.fa_params_init.restype = None
+    # The 0.2 layout's initialiser (the C header maps fa_params_init to it; the symbol
+    # fa_params_init itself writes the 0.1 layout, for programs built against that header).
+    lib.fa_params_init_v2.argtypes = [c.c_void_p]
+    lib.fa_params_init_v2.restype = None
     for name in ("fa_forward_workspace_size", "fa_backward_workspace_size"):
         fn = getattr(lib, name)
         fn.argtypes = [c.c_void_p, c.POINTER(c.c_size_t)]

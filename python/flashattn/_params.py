@@ -1,7 +1,10 @@
 """The fa_params struct of the C ABI, and filling it from torch tensors quickly.
 
 The struct is declared once with ctypes (the layout authority here, checked against the library's
-own sizeof(fa_params) at load time). Tensors are written into it with one precompiled
+own sizeof(fa_params) at load time): the 0.2 layout, initialised by the library's
+fa_params_init_v2 (the C header's fa_params_init). Its 0.2 fields (block_table, cache_seqlens,
+q_shift) default to zero, which is also what a zeroed FaParams() holds; the binding does not set
+them yet. Tensors are written into it with one precompiled
 struct.pack_into per fa_tensor rather than field by field: a call fills up to eleven tensors, and
 ctypes attribute assignment costs about 0.1 us per field, which alone would eat the wrapper's
 15 us budget (docs/python.md, "Overhead").
@@ -46,7 +49,10 @@ class FaParams(ctypes.Structure):
                 ("softcap", ctypes.c_float), ("alibi_slopes", FaTensor),
                 ("dropout_p", ctypes.c_float), ("seed", ctypes.c_uint64),
                 ("offset", ctypes.c_uint64), ("deterministic", ctypes.c_int32),
-                ("check_inputs", ctypes.c_int32)]
+                ("check_inputs", ctypes.c_int32),
+                # Since 0.2: the KV cache (forward only) and the queries' shift.
+                ("block_table", FaTensor), ("cache_seqlens", FaTensor),
+                ("q_shift", ctypes.c_int64)]
 
 
 # data, dtype, rank, shape[4], stride[4], device.type, device.index in native layout.
@@ -78,7 +84,7 @@ def check_layout(lib):
     if [OFFSET[f] - OFFSET["q"] for f in run] != [i * _TENSOR.size for i in range(len(run))]:
         raise FlashAttnError(FA_ERROR_VERSION, f"fa_params tensors {run} are not consecutive")
     p = FaParams()
-    lib.fa_params_init(ctypes.byref(p))
+    lib.fa_params_init_v2(ctypes.byref(p))
     if p.struct_size != ctypes.sizeof(FaParams):
         raise FlashAttnError(FA_ERROR_VERSION, f"the library's fa_params has {p.struct_size} "
                              f"bytes, this binding's mirror {ctypes.sizeof(FaParams)}: rebuild "
@@ -86,7 +92,8 @@ def check_layout(lib):
 
 
 def new_params():
-    """fa_params with fa_params_init's defaults (AUTO backend, windows -1), without a C call."""
+    """fa_params with fa_params_init's defaults (AUTO backend, windows -1, the 0.2 fields zero),
+    without a C call."""
     p = FaParams()
     p.struct_size = ctypes.sizeof(FaParams)
     p.window_left = -1

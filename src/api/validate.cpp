@@ -6,9 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "api/params_abi.h"
+#include "core/checked.h"
 #include "core/device.h"
 #include "core/error.h"
-#include "core/checked.h"
 
 namespace fa {
 namespace {
@@ -111,6 +112,54 @@ void check_alignment(const fa_tensor& t, const char* name, int64_t bytes) {
     fail(FA_ERROR_ALIGNMENT, name, ".data=", t.data, " must be aligned to ", bytes, " bytes");
 }
 
+// ---- dtypes by role ----------------------------------------------------------------------------
+// Which dtype each tensor may have is a function of its role and of the inputs' dtype (q's, which
+// k and v share). One row per accepted (inputs, role, dtype); cpu_only rows are refused for CUDA
+// tensors with FA_ERROR_UNSUPPORTED. fp8 inputs with a bf16 out, say, will be a row here.
+enum class Role {
+  Input,     // k, v: the inputs' dtype
+  Output,    // out, and dout (a gradient has its tensor's dtype)
+  Gradient,  // dq, dk, dv: their input's dtype
+};
+struct DtypeRow {
+  int32_t inputs;
+  Role role;
+  int32_t dtype;
+  bool cpu_only;
+};
+constexpr DtypeRow kDtypeRows[] = {
+    // inputs        role            dtype           CPU only
+    {FA_DTYPE_FP32, Role::Input,    FA_DTYPE_FP32, false},
+    {FA_DTYPE_FP16, Role::Input,    FA_DTYPE_FP16, false},
+    {FA_DTYPE_BF16, Role::Input,    FA_DTYPE_BF16, false},
+    {FA_DTYPE_FP32, Role::Output,   FA_DTYPE_FP32, false},
+    {FA_DTYPE_FP16, Role::Output,   FA_DTYPE_FP16, false},
+    {FA_DTYPE_FP16, Role::Output,   FA_DTYPE_FP32, true},  // the CPU kernels store fp32 as is
+    {FA_DTYPE_BF16, Role::Output,   FA_DTYPE_BF16, false},
+    {FA_DTYPE_BF16, Role::Output,   FA_DTYPE_FP32, true},
+    {FA_DTYPE_FP32, Role::Gradient, FA_DTYPE_FP32, false},
+    {FA_DTYPE_FP16, Role::Gradient, FA_DTYPE_FP16, false},
+    {FA_DTYPE_BF16, Role::Gradient, FA_DTYPE_BF16, false},
+};
+
+const DtypeRow* dtype_row(int32_t inputs, Role role, int32_t dtype) {
+  for (const DtypeRow& r : kDtypeRows)
+    if (r.inputs == inputs && r.role == role && r.dtype == dtype) return &r;
+  return nullptr;
+}
+
+// t's dtype is one its role accepts with these inputs (the device is checked by
+// check_cpu_only_features).
+void check_role_dtype(const fa_tensor& t, const char* name, Role role, int32_t inputs) {
+  if (dtype_row(inputs, role, t.dtype) != nullptr) return;
+  std::string allowed;
+  for (const DtypeRow& r : kDtypeRows)
+    if (r.inputs == inputs && r.role == role)
+      allowed += (allowed.empty() ? "" : " or ") + std::string(dtype_name(r.dtype));
+  fail(FA_ERROR_DTYPE, name, ".dtype=", dtype_name(t.dtype), " must be ", allowed, " (q.dtype=",
+       dtype_name(inputs), ")");
+}
+
 DType to_internal(int32_t t) {
   switch (t) {
     case FA_DTYPE_FP16: return DType::F16;
@@ -135,14 +184,25 @@ View make_view(const fa_tensor& t, bool packed) {
   return v;
 }
 
-// A data tensor with q's role: dtype, rank, shape, contiguous last dim, device and alignment.
-void check_like(const fa_tensor& t, const char* name, const fa_tensor& ref, const char* ref_name,
-                const fa_device& dev) {
+// A data tensor shaped like ref: rank, its role's dtype, shape, contiguous last dim, device and
+// alignment.
+void check_like(const fa_tensor& t, const char* name, Role role, int32_t inputs,
+                const fa_tensor& ref, const char* ref_name, const fa_device& dev) {
   check_tensor(t, name, ref.rank, true);
-  check_dtype_is(t, name, ref.dtype);
+  check_role_dtype(t, name, role, inputs);
   check_same_shape(t, name, ref, ref_name);
   check_device(t, name, dev);
   check_alignment(t, name, dtype_size(to_internal(t.dtype)));
+}
+
+// A 1-D int32 index array, contiguous: its values are read at stride 1.
+void check_index_vector(const fa_tensor& t, const char* name, const fa_device& dev) {
+  check_tensor(t, name, 1, false);
+  check_dtype_is(t, name, FA_DTYPE_INT32);
+  check_device(t, name, dev);
+  check_alignment(t, name, 4);
+  // Before the values are read: a wider stride would read past the tensor.
+  if (t.stride[0] != 1) fail(FA_ERROR_STRIDE, name, ".stride[0]=", t.stride[0], " must be 1");
 }
 
 // cu_seqlens values: start at 0, never decrease, end at the packed total, each length within
@@ -171,12 +231,68 @@ int64_t check_cu_seqlens(const fa_tensor& cu, const char* name, int64_t total, i
   return longest;
 }
 
-Params validate_common(const fa_params* p) {
-  if (p == nullptr) fail(FA_ERROR_NULL_POINTER, "params is NULL");
-  if (p->struct_size != sizeof(fa_params))
-    fail(FA_ERROR_VERSION, "params.struct_size=", p->struct_size, " is not a known size (",
-         sizeof(fa_params), " for version ", FA_VERSION_MAJOR, ".", FA_VERSION_MINOR,
-         "); call fa_params_init first");
+// The KV cache (block_table, cache_seqlens) of a fixed-length batch: shapes, and on the CPU the
+// values. Sets r's cache fields and seqlen_k (the longest key sequence a batch entry reads).
+void check_kv_cache(const fa_params* p, Params& r) {
+  const bool paged = p->block_table.data != nullptr, cached = p->cache_seqlens.data != nullptr;
+  const fa_device dev = p->q.device;
+  int64_t capacity = p->k.shape[1];  // keys a batch entry can hold
+  if (paged) {
+    const fa_tensor& bt = p->block_table;
+    check_tensor(bt, "block_table", 2, true);
+    check_dtype_is(bt, "block_table", FA_DTYPE_INT32);
+    check_device(bt, "block_table", dev);
+    check_alignment(bt, "block_table", 4);
+    if (bt.shape[0] != r.batch)
+      fail(FA_ERROR_SHAPE, "block_table.shape[0]=", bt.shape[0], " must equal q.shape[0]=",
+           r.batch, " (batch)");
+    r.block_table = static_cast<const int32_t*>(bt.data);
+    r.block_table_stride = bt.stride[0];
+    r.max_blocks = bt.shape[1];
+    r.num_blocks = p->k.shape[0];
+    r.page_size = p->k.shape[1];
+    capacity = (Checked(r.max_blocks) * r.page_size)
+                   .value("the paged cache's capacity block_table.shape[1] * k.shape[1]");
+  }
+  const char* capacity_name = paged ? "block_table.shape[1] * k.shape[1]" : "k.shape[1]";
+  r.seqlen_k = capacity;
+  if (cached) {
+    const fa_tensor& cs = p->cache_seqlens;
+    check_index_vector(cs, "cache_seqlens", dev);
+    if (cs.shape[0] != r.batch)
+      fail(FA_ERROR_SHAPE, "cache_seqlens.shape[0]=", cs.shape[0], " must equal q.shape[0]=",
+           r.batch, " (batch)");
+    r.cache_seqlens = static_cast<const int32_t*>(cs.data);
+    // Host memory: CUDA tensors never get here (check_cpu_only_features).
+    int64_t longest = 0;
+    for (int64_t b = 0; b < r.batch; ++b) {
+      const int64_t len = r.cache_seqlens[b];
+      if (len < 0 || len > capacity)
+        fail(FA_ERROR_CU_SEQLENS, "cache_seqlens[", b, "]=", len, " must be in [0, ", capacity,
+             "] (", capacity_name, ", the cache's capacity)");
+      longest = std::max(longest, len);
+    }
+    r.seqlen_k = longest;
+  }
+  if (paged) {  // the entries each batch entry reads name blocks of k
+    for (int64_t b = 0; b < r.batch; ++b) {
+      const int64_t used = ceil_div(cached ? int64_t(r.cache_seqlens[b]) : capacity, r.page_size);
+      for (int64_t n = 0; n < used; ++n) {
+        const int32_t block = r.block_table[b * r.block_table_stride + n];
+        if (block < 0 || block >= r.num_blocks)
+          fail(FA_ERROR_CU_SEQLENS, "block_table[", b, "][", n, "]=", block,
+               " is not a block of k: must be in [0, ", r.num_blocks, ") (k.shape[0]); batch entry ",
+               b, " reads its first ", used, " entries");
+      }
+    }
+  }
+}
+
+Params validate_common(const fa_params* caller, bool backward) {
+  if (caller == nullptr) fail(FA_ERROR_NULL_POINTER, "params is NULL");
+  // Never a byte past the caller's struct_size: an older layout is read into the current one.
+  const fa_params current = current_layout(*caller);
+  const fa_params* p = &current;
   if (p->backend < FA_BACKEND_AUTO || p->backend > FA_BACKEND_VANILLA)
     fail(FA_ERROR_BACKEND, "params.backend=", p->backend, " is not an fa_backend value");
 
@@ -187,6 +303,7 @@ Params validate_common(const fa_params* p) {
   if (packed && p->cu_seqlens_k.data == nullptr)
     fail(FA_ERROR_NULL_POINTER, "cu_seqlens_k.data is NULL while cu_seqlens_q is given");
   const int rank = packed ? 3 : 4;
+  const bool paged = p->block_table.data != nullptr, cached = p->cache_seqlens.data != nullptr;
 
   // q first: every other tensor is checked against it.
   check_tensor(p->q, "q", rank, true);
@@ -207,6 +324,15 @@ Params validate_common(const fa_params* p) {
     fail(FA_ERROR_DEVICE, "q.device.type=", dev.type, " must be FA_DEVICE_CPU or FA_DEVICE_CUDA");
   }
   check_alignment(p->q, "q", dtype_size(to_internal(p->q.dtype)));
+  check_cpu_only_features(*p, backward);
+  if ((paged || cached) && backward)
+    fail(FA_ERROR_UNSUPPORTED, paged ? "block_table (a paged KV cache)" : "cache_seqlens",
+         " is forward-only: fa_backward does not take a KV cache (as FlashAttention's "
+         "flash_attn_with_kvcache)");
+  if ((paged || cached) && packed)
+    fail(FA_ERROR_UNSUPPORTED, paged ? "block_table (a paged KV cache)" : "cache_seqlens",
+         " with cu_seqlens (a packed batch) is not supported yet: KV caches take fixed-length "
+         "batches");
 
   const int64_t d = p->q.shape[rank - 1];
   if (d > FA_MAX_HEAD_DIM)
@@ -215,7 +341,7 @@ Params validate_common(const fa_params* p) {
 
   for (const auto& [t, name] : {std::pair{&p->k, "k"}, std::pair{&p->v, "v"}}) {
     check_tensor(*t, name, rank, true);
-    check_dtype_is(*t, name, p->q.dtype);
+    check_role_dtype(*t, name, Role::Input, p->q.dtype);
     check_device(*t, name, dev);
     check_alignment(*t, name, dtype_size(to_internal(t->dtype)));
   }
@@ -223,7 +349,7 @@ Params validate_common(const fa_params* p) {
   if (p->k.shape[rank - 1] != d)
     fail(FA_ERROR_SHAPE, "k.shape[", rank - 1, "]=", p->k.shape[rank - 1],
          " must equal q.shape[", rank - 1, "]=", d, " (head_dim)");
-  if (!packed && p->k.shape[0] != p->q.shape[0])
+  if (!packed && !paged && p->k.shape[0] != p->q.shape[0])  // paged: k.shape[0] counts blocks
     fail(FA_ERROR_SHAPE, "k.shape[0]=", p->k.shape[0], " must equal q.shape[0]=", p->q.shape[0],
          " (batch)");
   const int64_t hq = p->q.shape[rank - 2], hk = p->k.shape[rank - 2];
@@ -231,7 +357,7 @@ Params validate_common(const fa_params* p) {
     fail(FA_ERROR_HEADS, "k.shape[", rank - 2, "]=", hk, " (heads_kv) must divide q.shape[",
          rank - 2, "]=", hq, " (heads_q)");
 
-  check_like(p->out, "out", p->q, "q", dev);
+  check_like(p->out, "out", Role::Output, p->q.dtype, p->q, "q", dev);
 
   Params r;
   r.backend = static_cast<fa_backend>(p->backend);
@@ -244,13 +370,7 @@ Params validate_common(const fa_params* p) {
   if (packed) {
     for (const auto& [t, name] :
          {std::pair{&p->cu_seqlens_q, "cu_seqlens_q"}, std::pair{&p->cu_seqlens_k, "cu_seqlens_k"}}) {
-      check_tensor(*t, name, 1, false);
-      check_dtype_is(*t, name, FA_DTYPE_INT32);
-      check_device(*t, name, dev);
-      check_alignment(*t, name, 4);
-      // Before the values are read below: a wider stride would read past the tensor.
-      if (t->stride[0] != 1)
-        fail(FA_ERROR_STRIDE, name, ".stride[0]=", t->stride[0], " must be 1");
+      check_index_vector(*t, name, dev);
       if (t->shape[0] < 2)
         fail(FA_ERROR_CU_SEQLENS, name, ".shape[0]=", t->shape[0],
              " must be batch + 1 >= 2");
@@ -283,22 +403,30 @@ Params validate_common(const fa_params* p) {
     r.seqlen_q = p->q.shape[1];
     r.seqlen_k = p->k.shape[1];
     r.total_q = r.batch * r.seqlen_q;
-    r.total_k = r.batch * r.seqlen_k;
+    // Rows of k: validated above to fit (k's element count does).
+    r.total_k = paged ? p->k.shape[0] * p->k.shape[1] : r.batch * r.seqlen_k;
+    if (paged || cached) check_kv_cache(p, r);
   }
 
-  // lse: fp32 (batch, heads_q, seqlen_q) or packed (heads_q, total_q); any strides.
-  check_tensor(p->lse, "lse", packed ? 2 : 3, false);
-  check_dtype_is(p->lse, "lse", FA_DTYPE_FP32);
-  check_device(p->lse, "lse", dev);
-  check_alignment(p->lse, "lse", 4);
-  const int64_t want_fixed[3] = {r.batch, hq, r.seqlen_q};
-  const int64_t want_packed[2] = {hq, r.total_q};
-  const int64_t* want = packed ? want_packed : want_fixed;
-  for (int i = 0; i < p->lse.rank; ++i)
-    if (p->lse.shape[i] != want[i])
-      fail(FA_ERROR_SHAPE, "lse.shape[", i, "]=", p->lse.shape[i], " must be ", want[i],
-           packed ? " (lse is (heads_q, total_q) for packed batches)"
-                  : " (lse is (batch, heads_q, seqlen_q))");
+  // lse: fp32 (batch, heads_q, seqlen_q) or packed (heads_q, total_q); any strides. Optional in
+  // the forward.
+  const bool want_lse = p->lse.data != nullptr;
+  if (!want_lse && backward)
+    fail(FA_ERROR_NULL_POINTER, "lse.data is NULL; the backward needs the forward's lse");
+  if (want_lse) {
+    check_tensor(p->lse, "lse", packed ? 2 : 3, false);
+    check_dtype_is(p->lse, "lse", FA_DTYPE_FP32);
+    check_device(p->lse, "lse", dev);
+    check_alignment(p->lse, "lse", 4);
+    const int64_t want_fixed[3] = {r.batch, hq, r.seqlen_q};
+    const int64_t want_packed[2] = {hq, r.total_q};
+    const int64_t* want = packed ? want_packed : want_fixed;
+    for (int i = 0; i < p->lse.rank; ++i)
+      if (p->lse.shape[i] != want[i])
+        fail(FA_ERROR_SHAPE, "lse.shape[", i, "]=", p->lse.shape[i], " must be ", want[i],
+             packed ? " (lse is (heads_q, total_q) for packed batches)"
+                    : " (lse is (batch, heads_q, seqlen_q))");
+  }
 
   // Scalars.
   if (!std::isfinite(p->softmax_scale))
@@ -311,6 +439,14 @@ Params validate_common(const fa_params* p) {
     fail(FA_ERROR_WINDOW, "window_right=", p->window_right, " must be >= -1 (-1 = unbounded)");
   if (!(p->dropout_p >= 0.f && p->dropout_p < 1.f))
     fail(FA_ERROR_DROPOUT, "dropout_p=", p->dropout_p, " must be in [0, 1)");
+  // Positions i + len_k - len_q + q_shift, the window bounds around them and ALiBi's distances
+  // are computed in int64 without checks (core/mask.h): keep them all representable.
+  const int64_t reach = (Checked(r.seqlen_q) + r.seqlen_k + (int64_t(1) << 32))
+                            .value("seqlen_q + seqlen_k, the span of the positions");
+  if (p->q_shift < reach - INT64_MAX || p->q_shift > INT64_MAX - reach)
+    fail(FA_ERROR_SIZE, "q_shift=", p->q_shift, " is too far from 0: |q_shift| + seqlen_q + ",
+         "seqlen_k + 2^32 must fit in int64 (seqlen_q=", r.seqlen_q, ", seqlen_k=", r.seqlen_k, ")");
+  r.q_shift = p->q_shift;
 
   // ALiBi slopes: fp32 (heads_q) or (batch, heads_q).
   if (p->alibi_slopes.data != nullptr) {
@@ -337,7 +473,9 @@ Params validate_common(const fa_params* p) {
   r.v = make_view(p->v, packed);
   r.out = make_view(p->out, packed);
   r.lse.data = static_cast<float*>(p->lse.data);
-  if (packed) {
+  if (!want_lse) {
+    r.lse = LseView{};
+  } else if (packed) {
     r.lse.stride_b = 0;
     r.lse.stride_h = p->lse.stride[0];
     r.lse.stride_s = p->lse.stride[1];
@@ -362,9 +500,32 @@ Params validate_common(const fa_params* p) {
 
 }  // namespace
 
-Params validate_forward(const fa_params* p) { return validate_common(p); }
+// The features only the CPU backend implements in this build, refused for tensors on any other
+// device (the CUDA kernels read none of these fields: they would ignore them).
+void check_cpu_only_features(const fa_params& p, bool backward) {
+  if (p.q.device.type == FA_DEVICE_CPU) return;
+  auto refuse = [](const char* what) {
+    fail(FA_ERROR_UNSUPPORTED, what, " is supported on the CPU backend only in this build");
+  };
+  if (!backward && p.lse.data == nullptr) refuse("lse=NULL (a forward without its LSE)");
+  if (p.block_table.data != nullptr) refuse("block_table (a paged KV cache)");
+  if (p.cache_seqlens.data != nullptr) refuse("cache_seqlens (a KV cache's lengths)");
+  if (p.q_shift != 0) refuse("q_shift != 0");
+  const std::pair<const fa_tensor*, const char*> outputs[] = {{&p.out, "out"}, {&p.dout, "dout"}};
+  for (const auto& [t, name] : outputs) {
+    if (t->data == nullptr || (t == &p.dout && !backward)) continue;
+    const DtypeRow* row = dtype_row(p.q.dtype, Role::Output, t->dtype);
+    if (row != nullptr && row->cpu_only)
+      fail(FA_ERROR_UNSUPPORTED, name, ".dtype=", dtype_name(t->dtype), " with q.dtype=",
+           dtype_name(p.q.dtype), " is supported on the CPU backend only in this build");
+  }
+}
 
-void validate_device_inputs(const fa_params* p, const Params& r, void* stream) {
+Params validate_forward(const fa_params* p) { return validate_common(p, false); }
+
+void validate_device_inputs(const fa_params* caller, const Params& r, void* stream) {
+  const fa_params current = current_layout(*caller);  // validated: a known struct_size
+  const fa_params* p = &current;
   if (p->check_inputs == 0 || r.device.type != FA_DEVICE_CUDA || !r.varlen()) return;
   const int64_t n = r.batch + 1;
   std::vector<int32_t> host(size_t(2 * n));
@@ -377,13 +538,16 @@ void validate_device_inputs(const fa_params* p, const Params& r, void* stream) {
   check_cu_seqlens(ck, "cu_seqlens_k", r.total_k, p->max_seqlen_k, "max_seqlen_k", "k.shape[0]");
 }
 
-Params validate_backward(const fa_params* p) {
-  Params r = validate_common(p);
+Params validate_backward(const fa_params* caller) {
+  Params r = validate_common(caller, true);
+  const fa_params current = current_layout(*caller);
+  const fa_params* p = &current;
   const bool packed = r.varlen();
-  check_like(p->dout, "dout", p->q, "q", p->q.device);
-  check_like(p->dq, "dq", p->q, "q", p->q.device);
-  check_like(p->dk, "dk", p->k, "k", p->q.device);
-  check_like(p->dv, "dv", p->v, "v", p->q.device);
+  const int32_t in = p->q.dtype;
+  check_like(p->dout, "dout", Role::Output, in, p->q, "q", p->q.device);
+  check_like(p->dq, "dq", Role::Gradient, in, p->q, "q", p->q.device);
+  check_like(p->dk, "dk", Role::Gradient, in, p->k, "k", p->q.device);
+  check_like(p->dv, "dv", Role::Gradient, in, p->v, "v", p->q.device);
   r.dout = make_view(p->dout, packed);
   r.dq = make_view(p->dq, packed);
   r.dk = make_view(p->dk, packed);

@@ -37,7 +37,8 @@ struct View {
   }
 };
 
-// fp32 log-sum-exp, (batch, heads, seqlen) or, packed, (heads, total) with stride_b = 0.
+// fp32 log-sum-exp, (batch, heads, seqlen) or, packed, (heads, total) with stride_b = 0. In the
+// forward data may be nullptr: the caller wants no LSE (the CPU backends then write none).
 struct LseView {
   float* data = nullptr;
   int64_t stride_b = 0, stride_h = 0, stride_s = 0;
@@ -52,6 +53,14 @@ struct SeqInfo {
   int64_t len_q, len_k;
 };
 
+// Sequence b as the CPU backends read it (Params::sequence): seq(b), its keys counted by
+// cache_seqlens, and where its queries sit: query row i is at key position i + diag.
+struct Sequence {
+  int64_t q_start, k_start;  // first packed row (0 for fixed-length batches)
+  int64_t len_q, len_k;
+  int64_t diag;  // len_k - len_q + q_shift (bottom-right aligned when q_shift = 0)
+};
+
 // x limited to [lo, hi] (lo <= hi).
 FA_HOST_DEVICE int32_t clamp_to(int32_t x, int32_t lo, int32_t hi) {
   return x < lo ? lo : x > hi ? hi : x;
@@ -64,7 +73,9 @@ FA_HOST_DEVICE int32_t saturate_int32(int64_t x) {
 struct Params {
   fa_backend backend = FA_BACKEND_AUTO;
   fa_device device{FA_DEVICE_CPU, 0};
-  DType dtype = DType::F32;  // of q, k, v, out, dout, dq, dk, dv
+  // Of the inputs q, k, v, and of dq, dk, dv. out and dout carry their own (View::dtype): fp32
+  // with 16-bit inputs on the CPU (validate.cpp's dtype table says which combinations exist).
+  DType dtype = DType::F32;
 
   int64_t batch = 0, heads_q = 0, heads_kv = 0, head_dim = 0;
   // Per sequence; for packed batches the longest: on the CPU the real one (read from
@@ -119,6 +130,38 @@ struct Params {
   }
   FA_HOST_DEVICE float alibi_slope(int64_t b, int64_t h) const {
     return alibi_slopes ? alibi_slopes[b * alibi_stride_b + h * alibi_stride_h] : 0.f;
+  }
+
+  // ---- Since 0.2 (fa_params' fields of the same names). The CPU backends read them; validation
+  // refuses them for CUDA tensors, whose kernels read none of them yet. Appended, so that the
+  // members above keep their layout.
+  // Paged keys: k and v are (num_blocks, page_size, heads_kv, d) views (stride_b steps a block,
+  // stride_s a row within it), and key t of batch entry b is in block block_table[b][t /
+  // page_size]. nullptr: dense k, v.
+  const int32_t* block_table = nullptr;  // (batch, max_blocks), rows block_table_stride apart
+  int64_t block_table_stride = 0;
+  int64_t max_blocks = 0, page_size = 0, num_blocks = 0;
+  // The keys of each batch entry (fixed-length batches), every value within the cache; nullptr:
+  // seqlen_k each. With it, seqlen_k above is the longest of them (the CPU reads the array).
+  const int32_t* cache_seqlens = nullptr;
+  // Query row i of a sequence sits at key position i + len_k - len_q + q_shift. Validation keeps
+  // |q_shift| + seqlen_q + seqlen_k + 2^32 within int64, so that the positions, the window
+  // bounds around them (int32 windows) and ALiBi's distances never overflow.
+  int64_t q_shift = 0;
+
+  // Host code (the CPU backends): the arrays above are host memory here. A CUDA paged path will
+  // need device versions that clamp what validation cannot read.
+  Sequence sequence(int64_t b) const {
+    const SeqInfo s = seq(b);
+    const int64_t len_k = cache_seqlens ? int64_t(cache_seqlens[b]) : s.len_k;
+    return {s.q_start, s.k_start, s.len_q, len_k, len_k - s.len_q + q_shift};
+  }
+  // Row of key t (a key position; packed batches: the packed row) of head h of k or v, through
+  // the block table when the cache is paged.
+  template <typename T>
+  T* key_row(const View& kv, int64_t b, int64_t t, int64_t h) const {
+    if (block_table == nullptr) return kv.at<T>(b, t, h);
+    return kv.at<T>(block_table[b * block_table_stride + t / page_size], t % page_size, h);
   }
 };
 

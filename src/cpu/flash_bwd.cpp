@@ -86,24 +86,25 @@ struct KvSink {
 template <typename T>
 void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink, int64_t b,
                    int64_t h) {
-  const SeqInfo sq = p.seq(b);
+  const Sequence sq = p.sequence(b);
   const int64_t d = p.head_dim, dp = pad_cols(d);
   const int64_t hk = h / p.group();
   const int64_t kv_head_out = sink.dk_partial ? h : hk;  // partials are per query head
-  const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
-  const Logit<float> logit{p.softcap, p.alibi_slope(b, h), sq.len_k - sq.len_q};
+  const Visibility vis{sq.diag, p.window_left, p.window_right};
+  const Logit<float> logit{p.softcap, p.alibi_slope(b, h), sq.diag};
   const bool transform = p.softcap > 0.f || logit.alibi_slope != 0.f;
   const bool softcap = p.softcap > 0.f;
   const bool dropout = p.dropout_p > 0.f;
   const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
   const uint32_t bh = uint32_t(b * p.heads_q + h);
 
-  // D_i = rowsum(dO_i * O_i), from the stored (rounded) output as FlashAttention does.
+  // D_i = rowsum(dO_i * O_i), from the stored (rounded) output as FlashAttention does; out and
+  // dout in their own dtype, a row at a time through the dO tile.
   for (int64_t i = 0; i < sq.len_q; ++i) {
-    const T* o = p.out.at<T>(b, sq.q_start + i, h);
-    const T* g = p.dout.at<T>(b, sq.q_start + i, h);
+    load_tile_as(p.out, b, sq.q_start + i, 1, 1, h, d, 1.f, w.q, dp);
+    load_tile_as(p.dout, b, sq.q_start + i, 1, 1, h, d, 1.f, w.dout, dp);
     float acc = 0.f;
-    for (int64_t c = 0; c < d; ++c) acc += to_float(o[c]) * to_float(g[c]);
+    for (int64_t c = 0; c < d; ++c) acc += w.q[c] * w.dout[c];
     w.delta[i] = acc;
   }
   std::fill(w.dq_acc, w.dq_acc + pad_rows(sq.len_q) * dp, 0.f);
@@ -123,7 +124,7 @@ void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink
       const int64_t rows = std::min(kBlockM, sq.len_q - m0);
       const int64_t rows_pad = pad_rows(rows);
       load_tile<T>(p.q, b, sq.q_start + m0, rows, rows_pad, h, d, p.softmax_scale, w.q, dp);
-      load_tile<T>(p.dout, b, sq.q_start + m0, rows, rows_pad, h, d, 1.f, w.dout, dp);
+      load_tile_as(p.dout, b, sq.q_start + m0, rows, rows_pad, h, d, 1.f, w.dout, dp);
       for (int64_t r = 0; r < rows_pad; ++r)
         w.lse[r] = r < rows ? p.lse.at(b, h, sq.q_start + m0 + r) : kNegInf;
 

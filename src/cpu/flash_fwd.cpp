@@ -38,13 +38,13 @@ struct ForwardScratch {
 
 template <typename T>
 void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t h, int64_t row0) {
-  const SeqInfo sq = p.seq(b);
+  const Sequence sq = p.sequence(b);
   const int64_t rows = std::min(kBlockM, sq.len_q - row0);
   const int64_t rows_pad = pad_rows(rows);
   const int64_t d = p.head_dim, dp = pad_cols(d);
   const int64_t hk = h / p.group();
-  const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
-  const Logit<float> logit{p.softcap, p.alibi_slope(b, h), sq.len_k - sq.len_q};
+  const Visibility vis{sq.diag, p.window_left, p.window_right};
+  const Logit<float> logit{p.softcap, p.alibi_slope(b, h), sq.diag};
   const bool transform = p.softcap > 0.f || logit.alibi_slope != 0.f;
   const bool dropout = p.dropout_p > 0.f;
   const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
@@ -60,8 +60,9 @@ void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t 
   const int64_t key_end = vis.key_end(row0 + rows, sq.len_k);
   for (int64_t n0 = key_begin / kBlockN * kBlockN; n0 < key_end; n0 += kBlockN) {
     const int64_t cols = std::min(kBlockN, sq.len_k - n0);
-    load_tile_t<T>(p.k, b, sq.k_start + n0, cols, kBlockN, hk, d, dp, w.kt, kBlockN);
-    load_tile<T>(p.v, b, sq.k_start + n0, cols, kBlockN, hk, d, 1.f, w.v, dp);
+    // Dense or paged: key rows through Params::key_row.
+    load_rows_t<T>(KeyRows<T>{p, p.k, b, sq.k_start + n0, hk}, cols, kBlockN, d, dp, w.kt, kBlockN);
+    load_rows<T>(KeyRows<T>{p, p.v, b, sq.k_start + n0, hk}, cols, kBlockN, d, 1.f, w.v, dp);
 
     // S (rows_pad, kBlockN) = (scale Q) Kᵀ
     gemm(rows_pad, kBlockN, dp, w.q, dp, w.kt, kBlockN, w.s, kBlockN, false);
@@ -113,15 +114,15 @@ void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t 
     gemm(rows_pad, dp, kBlockN, w.s, kBlockN, w.v, dp, w.o, dp, true);
   }
 
-  // Normalise; a row with no visible key outputs 0 and lse = -inf.
+  // Normalise; a row with no visible key outputs 0 and lse = -inf (when the caller wants it).
   for (int64_t r = 0; r < rows; ++r) {
     const bool empty = w.l[r] == 0.f;
     const float inv = empty ? 0.f : 1.f / w.l[r];
     float* o = w.o + r * dp;
     for (int64_t c = 0; c < d; ++c) o[c] *= inv;
-    p.lse.at(b, h, sq.q_start + row0 + r) = empty ? kNegInf : w.m[r] + std::log(w.l[r]);
+    if (p.lse.data) p.lse.at(b, h, sq.q_start + row0 + r) = empty ? kNegInf : w.m[r] + std::log(w.l[r]);
   }
-  store_rows<T>(p.out, b, sq.q_start + row0, rows, h, d, w.o, dp, 1.f);
+  store_rows_as(p.out, b, sq.q_start + row0, rows, h, d, w.o, dp, 1.f);  // out's own dtype
 }
 
 template <typename T>

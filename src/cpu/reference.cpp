@@ -9,29 +9,11 @@
 #include "core/dtype.h"
 #include "core/mask.h"
 #include "core/philox.h"
+#include "cpu/element.h"
 #include "cpu/scratch.h"
 
 namespace fa::cpu {
 namespace {
-
-double load(const View& v, int64_t b, int64_t row, int64_t h, int64_t c) {
-  switch (v.dtype) {
-    case DType::F32: return v.at<float>(b, row, h)[c];
-    case DType::F16: return to_float(v.at<half_t>(b, row, h)[c]);
-    case DType::BF16: return to_float(v.at<bfloat16_t>(b, row, h)[c]);
-    case DType::F64: return v.at<double>(b, row, h)[c];
-  }
-  return 0.0;
-}
-
-void store(const View& v, int64_t b, int64_t row, int64_t h, int64_t c, double x) {
-  switch (v.dtype) {
-    case DType::F32: v.at<float>(b, row, h)[c] = float(x); break;
-    case DType::F16: v.at<half_t>(b, row, h)[c] = to_half(float(x)); break;
-    case DType::BF16: v.at<bfloat16_t>(b, row, h)[c] = to_bf16(float(x)); break;
-    case DType::F64: v.at<double>(b, row, h)[c] = x; break;
-  }
-}
 
 // Round to the 16-bit input type (identity for fp32 inputs).
 float round_to(DType t, float x) {
@@ -48,23 +30,34 @@ Acc keep_factor(const DropoutStream& drop, uint32_t bh, int64_t i, int64_t j) {
   return drop.keep(bh, uint32_t(i), uint32_t(j)) ? Acc(drop.keep_scale) : Acc(0);
 }
 
-// Rows [0, rows) of head h of a view, densely into dst (rows, d) in Acc.
+// Rows [row0, row0 + rows) of head h of a view, densely into dst (rows, d) in Acc.
 template <typename Acc>
 void gather(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t h, int64_t d, Acc* dst) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < d; ++c) dst[r * d + c] = Acc(load(v, b, row0 + r, h, c));
+  for (int64_t r = 0; r < rows; ++r) {
+    const void* src = row_of(v, b, row0 + r, h);
+    for (int64_t c = 0; c < d; ++c) dst[r * d + c] = Acc(load_element(v.dtype, src, c));
+  }
+}
+// The keys [0, len_k) of sequence sq, head h, of k or v (dense or paged), into dst (len_k, d).
+template <typename Acc>
+void gather_keys(const Params& p, const View& v, int64_t b, const Sequence& sq, int64_t h,
+                 Acc* dst) {
+  const int64_t d = p.head_dim;
+  for (int64_t r = 0; r < sq.len_k; ++r) {
+    const void* src = key_row_of(p, v, b, sq.k_start + r, h);
+    for (int64_t c = 0; c < d; ++c) dst[r * d + c] = Acc(load_element(v.dtype, src, c));
+  }
 }
 
 // P (len_q, len_k) of one (batch, query head) from dense Q (len_q, d) and K (len_k, d):
 // normalised probabilities, 0 where masked; dlogit (if given) gets d logit / d x; lse_out[i]
 // gets the row's log-sum-exp (-inf for a row with no visible key).
 template <typename Acc>
-void probabilities(const Params& p, int64_t b, int64_t h, const Acc* Q, const Acc* K, Acc* P,
-                   Acc* dlogit, Acc* lse_out) {
-  const SeqInfo sq = p.seq(b);
+void probabilities(const Params& p, const Sequence& sq, int64_t b, int64_t h, const Acc* Q,
+                   const Acc* K, Acc* P, Acc* dlogit, Acc* lse_out) {
   const int64_t d = p.head_dim;
-  const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
-  const Logit<Acc> logit{Acc(p.softcap), Acc(p.alibi_slope(b, h)), sq.len_k - sq.len_q};
+  const Visibility vis{sq.diag, p.window_left, p.window_right};
+  const Logit<Acc> logit{Acc(p.softcap), Acc(p.alibi_slope(b, h)), sq.diag};
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
   for (int64_t i = 0; i < sq.len_q; ++i) {
     const Acc* q = Q + i * d;
@@ -152,7 +145,7 @@ void reference_forward(const Params& p, void* workspace, size_t bytes, int threa
     const int64_t b = t / p.heads_q, h = t % p.heads_q, hk = h / p.group();
     Arena arena(workspace, bytes);
     arena.skip(per_thread * size_t(omp_get_thread_num()));
-    const SeqInfo sq = p.seq(b);
+    const Sequence sq = p.sequence(b);
     Acc* P = take<Acc>(arena, matrix_elems(p));
     Acc* Q = take<Acc>(arena, p.seqlen_q * d);
     Acc* K = take<Acc>(arena, p.seqlen_k * d);
@@ -160,9 +153,9 @@ void reference_forward(const Params& p, void* workspace, size_t bytes, int threa
     Acc* lse = take<Acc>(arena, p.seqlen_q);
     Acc* o = take<Acc>(arena, d);
     gather(p.q, b, sq.q_start, sq.len_q, h, d, Q);
-    gather(p.k, b, sq.k_start, sq.len_k, hk, d, K);
-    gather(p.v, b, sq.k_start, sq.len_k, hk, d, V);
-    probabilities<Acc>(p, b, h, Q, K, P, nullptr, lse);
+    gather_keys(p, p.k, b, sq, hk, K);
+    gather_keys(p, p.v, b, sq, hk, V);
+    probabilities<Acc>(p, sq, b, h, Q, K, P, nullptr, lse);
     const uint32_t bh = uint32_t(b * p.heads_q + h);
     for (int64_t i = 0; i < sq.len_q; ++i) {
       Acc* prow = P + i * sq.len_k;
@@ -173,8 +166,8 @@ void reference_forward(const Params& p, void* workspace, size_t bytes, int threa
         if (prow[j] == Acc(0)) continue;
         for (int64_t c = 0; c < d; ++c) o[c] += prow[j] * V[j * d + c];
       }
-      for (int64_t c = 0; c < d; ++c) store(p.out, b, sq.q_start + i, h, c, double(o[c]));
-      p.lse.at(b, h, sq.q_start + i) = float(lse[i]);
+      for (int64_t c = 0; c < d; ++c) store_element(p.out, b, sq.q_start + i, h, c, double(o[c]));
+      if (p.lse.data) p.lse.at(b, h, sq.q_start + i) = float(lse[i]);
     }
   }
 }
@@ -193,7 +186,7 @@ void reference_backward(const Params& p, void* workspace, size_t bytes, int thre
     const int64_t b = t / p.heads_kv, hk = t % p.heads_kv;
     Arena arena(workspace, bytes);
     arena.skip(per_thread * size_t(omp_get_thread_num()));
-    const SeqInfo sq = p.seq(b);
+    const Sequence sq = p.sequence(b);
     Acc* P = take<Acc>(arena, matrix_elems(p));
     Acc* G = take<Acc>(arena, matrix_elems(p));  // d logit / d x
     Acc* Q = take<Acc>(arena, p.seqlen_q * d);
@@ -206,14 +199,14 @@ void reference_backward(const Params& p, void* workspace, size_t bytes, int thre
     Acc* dP = take<Acc>(arena, p.seqlen_k);
     Acc* dq = take<Acc>(arena, d);
     Acc* o = take<Acc>(arena, d);
-    gather(p.k, b, sq.k_start, sq.len_k, hk, d, K);
-    gather(p.v, b, sq.k_start, sq.len_k, hk, d, V);
+    gather_keys(p, p.k, b, sq, hk, K);
+    gather_keys(p, p.v, b, sq, hk, V);
     std::fill(dK, dK + sq.len_k * d, Acc(0));
     std::fill(dV, dV + sq.len_k * d, Acc(0));
     for (int64_t h = hk * p.group(); h < (hk + 1) * p.group(); ++h) {
       gather(p.q, b, sq.q_start, sq.len_q, h, d, Q);
       gather(p.dout, b, sq.q_start, sq.len_q, h, d, dO);
-      probabilities<Acc>(p, b, h, Q, K, P, G, lse);
+      probabilities<Acc>(p, sq, b, h, Q, K, P, G, lse);
       const uint32_t bh = uint32_t(b * p.heads_q + h);
       for (int64_t i = 0; i < sq.len_q; ++i) {
         const Acc* prow = P + i * sq.len_k;
@@ -248,13 +241,13 @@ void reference_backward(const Params& p, void* workspace, size_t bytes, int thre
             dK[j * d + c] += scale * ds * Q[i * d + c];
           }
         }
-        for (int64_t c = 0; c < d; ++c) store(p.dq, b, sq.q_start + i, h, c, double(scale * dq[c]));
+        for (int64_t c = 0; c < d; ++c) store_element(p.dq, b, sq.q_start + i, h, c, double(scale * dq[c]));
       }
     }
     for (int64_t j = 0; j < sq.len_k; ++j)
       for (int64_t c = 0; c < d; ++c) {
-        store(p.dk, b, sq.k_start + j, hk, c, double(dK[j * d + c]));
-        store(p.dv, b, sq.k_start + j, hk, c, double(dV[j * d + c]));
+        store_element(p.dk, b, sq.k_start + j, hk, c, double(dK[j * d + c]));
+        store_element(p.dv, b, sq.k_start + j, hk, c, double(dV[j * d + c]));
       }
   }
 }

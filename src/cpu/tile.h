@@ -120,16 +120,17 @@ inline float exp_shifted(float* __restrict s, int64_t n, float m) {
   return total;
 }
 
-// Load rows [row0, row0 + rows) of head h of a (seq, head, dim) view into a dense fp32 tile
-// (rows_pad x ld), multiplied by `scale`; padding rows and columns become 0.
-template <typename T>
-void load_tile(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t rows_pad, int64_t h,
-               int64_t d, float scale, float* __restrict dst, int64_t ld) {
+// Load `rows` rows into a dense fp32 tile (rows_pad x ld), multiplied by `scale`; padding rows and
+// columns become 0. Row r is at src(r) (a const T*), so that a tile of keys may span the pages of
+// a paged cache.
+template <typename T, typename RowAt>
+void load_rows(const RowAt& src, int64_t rows, int64_t rows_pad, int64_t d, float scale,
+               float* __restrict dst, int64_t ld) {
   for (int64_t r = 0; r < rows_pad; ++r) {
     float* out = dst + r * ld;
     if (r < rows) {
-      const T* src = v.at<T>(b, row0 + r, h);
-      for (int64_t c = 0; c < d; ++c) out[c] = to_float(src[c]) * scale;
+      const T* in = src(r);
+      for (int64_t c = 0; c < d; ++c) out[c] = to_float(in[c]) * scale;
       for (int64_t c = d; c < ld; ++c) out[c] = 0.f;
     } else {
       for (int64_t c = 0; c < ld; ++c) out[c] = 0.f;
@@ -137,27 +138,74 @@ void load_tile(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t row
   }
 }
 
-// Same, transposed: dst (d_pad x cols_pad) with dst[c][r] = src row r, column c.
-template <typename T>
-void load_tile_t(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t rows_pad,
-                 int64_t h, int64_t d, int64_t d_pad, float* __restrict dst, int64_t ld) {
+// Same, transposed: dst (d_pad x cols_pad) with dst[c][r] = row r, column c.
+template <typename T, typename RowAt>
+void load_rows_t(const RowAt& src, int64_t rows, int64_t rows_pad, int64_t d, int64_t d_pad,
+                 float* __restrict dst, int64_t ld) {
   for (int64_t c = 0; c < d_pad; ++c)
     for (int64_t r = rows; r < rows_pad; ++r) dst[c * ld + r] = 0.f;
   for (int64_t c = d; c < d_pad; ++c)
     for (int64_t r = 0; r < rows; ++r) dst[c * ld + r] = 0.f;
   for (int64_t r = 0; r < rows; ++r) {
-    const T* src = v.at<T>(b, row0 + r, h);
-    for (int64_t c = 0; c < d; ++c) dst[c * ld + r] = to_float(src[c]);
+    const T* in = src(r);
+    for (int64_t c = 0; c < d; ++c) dst[c * ld + r] = to_float(in[c]);
   }
 }
 
-// Store `rows` rows of a dense fp32 tile, each multiplied by scale[r] (or `uniform`), into a view.
+// Rows [row0, row0 + rows) of head h of a (seq, head, dim) view.
+template <typename T>
+void load_tile(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t rows_pad, int64_t h,
+               int64_t d, float scale, float* __restrict dst, int64_t ld) {
+  load_rows<T>([&](int64_t r) { return v.at<T>(b, row0 + r, h); }, rows, rows_pad, d, scale, dst,
+               ld);
+}
+template <typename T>
+void load_tile_t(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t rows_pad,
+                 int64_t h, int64_t d, int64_t d_pad, float* __restrict dst, int64_t ld) {
+  load_rows_t<T>([&](int64_t r) { return v.at<T>(b, row0 + r, h); }, rows, rows_pad, d, d_pad,
+                 dst, ld);
+}
+
+// load_tile for a tensor whose dtype may differ from the inputs' (out, dout: View::dtype).
+inline void load_tile_as(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t rows_pad,
+                         int64_t h, int64_t d, float scale, float* __restrict dst, int64_t ld) {
+  switch (v.dtype) {
+    case DType::F32: return load_tile<float>(v, b, row0, rows, rows_pad, h, d, scale, dst, ld);
+    case DType::F16: return load_tile<half_t>(v, b, row0, rows, rows_pad, h, d, scale, dst, ld);
+    case DType::BF16:
+      return load_tile<bfloat16_t>(v, b, row0, rows, rows_pad, h, d, scale, dst, ld);
+    case DType::F64: break;  // the test oracle's own outputs: never a flash kernel's tensor
+  }
+}
+
+// Keys [t0, t0 + rows) of head h of k or v of batch entry b, as load_rows sources: dense or
+// through the block table (Params::key_row).
+template <typename T>
+struct KeyRows {
+  const Params& p;
+  const View& kv;
+  int64_t b, t0, h;
+  const T* operator()(int64_t r) const { return p.key_row<T>(kv, b, t0 + r, h); }
+};
+
+// Store `rows` rows of a dense fp32 tile, each multiplied by `uniform`, into a view.
 template <typename T>
 void store_rows(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t h, int64_t d,
                 const float* __restrict src, int64_t ld, float uniform) {
   for (int64_t r = 0; r < rows; ++r) {
     T* out = v.at<T>(b, row0 + r, h);
     for (int64_t c = 0; c < d; ++c) out[c] = convert<T>(src[r * ld + c] * uniform);
+  }
+}
+
+// store_rows into a tensor of its own dtype (out: fp32 with 16-bit inputs, say).
+inline void store_rows_as(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t h,
+                          int64_t d, const float* __restrict src, int64_t ld, float uniform) {
+  switch (v.dtype) {
+    case DType::F32: return store_rows<float>(v, b, row0, rows, h, d, src, ld, uniform);
+    case DType::F16: return store_rows<half_t>(v, b, row0, rows, h, d, src, ld, uniform);
+    case DType::BF16: return store_rows<bfloat16_t>(v, b, row0, rows, h, d, src, ld, uniform);
+    case DType::F64: break;  // never a flash kernel's tensor
   }
 }
 

@@ -1,0 +1,261 @@
+// The data model's seams of 0.2 that are neither a KV cache nor positions (test_kv_cache.cpp,
+// test_positions.cpp) nor the combine step (test_combine.cpp):
+// - the forward's LSE is optional: without it, out has the same bytes and nothing is written;
+// - dtypes by role: an fp32 out / dout with fp16 or bf16 inputs on the CPU backends;
+// - what only the CPU backend implements is refused for CUDA tensors, naming the feature;
+// - the layouts of fa_params: the 0.1 symbol fa_params_init writes the 0.1 layout only, and a
+//   struct of 0.1's size is read no further than its size (tests/abi/ does the same from C,
+//   against the 0.1 header).
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "api/params_abi.h"
+#include "api/validate.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "support.h"
+
+// The symbol a program built against the 0.1 header calls (this header maps the name to
+// fa_params_init_v2).
+extern "C" void fa_params_init_0_1(fa_params* params) __asm__("fa_params_init");
+
+namespace fa::test {
+namespace {
+
+// ---- optional LSE ----------------------------------------------------------------------------
+
+TEST(OptionalLse, SameOutputAndNothingWritten) {
+  Case fixed;
+  fixed.batch = 2;
+  fixed.heads_q = 4;
+  fixed.heads_kv = 2;
+  fixed.seqlen_q = 70;
+  fixed.seqlen_k = 133;
+  fixed.head_dim = 40;
+  fixed.causal = true;
+  fixed.dropout_p = 0.1f;
+  Case packed = fixed;
+  packed.lens_q = {70, 0, 9};
+  packed.lens_k = {133, 5, 0};
+  Case paged = fixed;
+  paged.dropout_p = 0.f;
+  paged.page_size = 7;
+  paged.cache_lens = {100, 3};
+  for (const Case& c : {fixed, packed, paged})
+    for (fa_backend backend : {FA_BACKEND_FLASH, FA_BACKEND_REFERENCE}) {
+      SCOPED_TRACE(c.name() + (backend == FA_BACKEND_FLASH ? " flash" : " reference"));
+      Problem with(c), without(c);
+      run_forward(with, backend);
+      fa_params p = without.params(backend);
+      p.lse = fa_tensor{};
+      const fa_params q = with.params(backend);
+      EXPECT_EQ(fa::forward_workspace_size(p), fa::forward_workspace_size(q));
+      fa::HostWorkspace ws(fa::forward_workspace_size(p));
+      ASSERT_EQ(fa_forward(&p, ws.data(), ws.size(), nullptr), FA_OK) << fa_last_error();
+      EXPECT_TRUE(without.out.bytes_equal(with.out));
+      HostTensor poisoned(FA_DTYPE_FP32, without.lse.shape());
+      poisoned.poison();
+      EXPECT_TRUE(without.lse.bytes_equal(poisoned)) << "lse written without being asked for";
+    }
+}
+
+// ---- dtypes by role ----------------------------------------------------------------------------
+
+// With fp16 / bf16 inputs, an fp32 out holds the kernels' fp32 result before its rounding: the
+// 16-bit run's out is that rounded, bit for bit.
+TEST(DtypeRoles, Fp32OutIsTheUnroundedOutput) {
+  for (fa_dtype dt : {FA_DTYPE_FP16, FA_DTYPE_BF16})
+    for (fa_backend backend : {FA_BACKEND_FLASH, FA_BACKEND_REFERENCE}) {
+      Case c;
+      c.dtype = dt;
+      c.batch = 2;
+      c.heads_q = 2;
+      c.seqlen_q = 67;
+      c.seqlen_k = 129;
+      c.head_dim = 64;
+      c.window_left = 30;
+      c.alibi = true;
+      Case wide = c;
+      wide.out_dtype = FA_DTYPE_FP32;
+      SCOPED_TRACE(wide.name());
+      Problem narrow(c), fp32(wide);
+      run_forward(narrow, backend);
+      run_forward(fp32, backend);
+      for (int64_t i = 0; i < narrow.out.numel(); ++i) {
+        const float x = float(fp32.out.get(i));
+        const double rounded = dt == FA_DTYPE_FP16 ? to_float(to_half(x)) : to_float(to_bf16(x));
+        ASSERT_EQ(narrow.out.get(i), rounded) << "element " << i;
+      }
+      EXPECT_TRUE(narrow.lse.bytes_equal(fp32.lse));
+    }
+}
+
+// The backward reads an fp32 out and dout with 16-bit inputs (and writes 16-bit gradients):
+// flash against the oracle by the accuracy rule.
+TEST(DtypeRoles, BackwardWithFp32OutAndDout) {
+  for (fa_dtype dt : {FA_DTYPE_FP16, FA_DTYPE_BF16}) {
+    Case c;
+    c.dtype = dt;
+    c.out_dtype = FA_DTYPE_FP32;
+    c.batch = 2;
+    c.heads_q = 4;
+    c.heads_kv = 1;
+    c.seqlen_q = 77;
+    c.seqlen_k = 65;
+    c.head_dim = 32;
+    c.causal = true;
+    c.strided = true;
+    SCOPED_TRACE(c.name());
+    Problem pr(c);
+    run_forward(pr, FA_BACKEND_FLASH);
+    run_backward(pr, FA_BACKEND_FLASH);
+    const Dense got = outputs(pr, true);
+    const Dense ref = reference(pr, false, true), naive = reference(pr, true, true);
+    expect_rule("out", got.out, ref.out, naive.out, 2, 1e-5);
+    expect_rule("dq", got.dq, ref.dq, naive.dq, 3, 1e-4);
+    expect_rule("dk", got.dk, ref.dk, naive.dk, 3, 1e-4);
+    expect_rule("dv", got.dv, ref.dv, naive.dv, 3, 1e-4);
+  }
+}
+
+// ---- CPU-only features on CUDA tensors -----------------------------------------------------------
+
+// validate_* call check_cpu_only_features once q's device is known; without a GPU no CUDA tensor
+// gets that far, so the check is called here directly, on a CPU problem's parameters moved to a
+// CUDA device.
+TEST(CpuOnlyFeatures, RefusedForCudaTensors) {
+  Case c;
+  c.dtype = FA_DTYPE_BF16;
+  c.batch = 2;
+  c.seqlen_q = 3;
+  c.seqlen_k = 5;
+  Problem pr(c);
+  const HostTensor table(FA_DTYPE_INT32, {2, 1}), lens(FA_DTYPE_INT32, {2});
+  auto cuda = [&](bool backward) {
+    fa_params p = pr.params(FA_BACKEND_AUTO, backward);
+    p.q.device = fa::cuda_device(0);
+    return p;
+  };
+  auto expect_refused = [](const fa_params& p, bool backward, const char* fragment) {
+    try {
+      check_cpu_only_features(p, backward);
+      ADD_FAILURE() << "not refused; expected \"" << fragment << "\"";
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), FA_ERROR_UNSUPPORTED) << e.what();
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("supported on the CPU backend only in this build"),
+                std::string::npos)
+          << e.what();
+    }
+  };
+  EXPECT_NO_THROW(check_cpu_only_features(cuda(false), false));
+  EXPECT_NO_THROW(check_cpu_only_features(cuda(true), true));
+  fa_params p = cuda(false);
+  p.lse.data = nullptr;
+  expect_refused(p, false, "lse=NULL");
+  p = cuda(false);
+  p.block_table = table.view().raw;
+  expect_refused(p, false, "block_table");
+  p = cuda(false);
+  p.cache_seqlens = lens.view().raw;
+  expect_refused(p, false, "cache_seqlens");
+  p = cuda(true);
+  p.q_shift = -1;
+  expect_refused(p, true, "q_shift");
+  p = cuda(false);
+  p.out.dtype = FA_DTYPE_FP32;
+  expect_refused(p, false, "out.dtype=fp32 with q.dtype=bf16");
+  p = cuda(true);
+  p.dout.dtype = FA_DTYPE_FP32;
+  expect_refused(p, true, "dout.dtype=fp32 with q.dtype=bf16");
+  // A dtype no row accepts is the dtype check's to name (FA_ERROR_DTYPE), not this one's.
+  p = cuda(false);
+  p.out.dtype = FA_DTYPE_INT32;
+  EXPECT_NO_THROW(check_cpu_only_features(p, false));
+}
+
+// ---- layouts of fa_params ----------------------------------------------------------------------
+
+TEST(ParamsLayouts, Sizes) {
+  EXPECT_EQ(kParamsSize_0_2, sizeof(fa_params));
+  if (sizeof(void*) == 8) {
+    EXPECT_EQ(kParamsSize_0_1, 1144u);
+    EXPECT_EQ(kParamsSize_0_2, 1328u);
+  }
+}
+
+// fa_params_init (the header's, i.e. fa_params_init_v2) sets every field since 0.2 to zero: the
+// defaults a 0.1 struct is completed with.
+TEST(ParamsLayouts, NewFieldsDefaultToZero) {
+  std::vector<unsigned char> buf(sizeof(fa_params), 0xAB);
+  fa_params* p = reinterpret_cast<fa_params*>(buf.data());
+  fa_params_init(p);
+  EXPECT_EQ(p->struct_size, sizeof(fa_params));
+  for (size_t i = kParamsSize_0_1; i < sizeof(fa_params); ++i)
+    ASSERT_EQ(buf[i], 0) << "byte " << i << " of fa_params";
+}
+
+// The 0.1 symbol writes exactly the 0.1 layout, with fa_params_init_v2's values there.
+TEST(ParamsLayouts, SymbolOf0_1WritesItsLayoutOnly) {
+  std::vector<unsigned char> old_buf(sizeof(fa_params), 0xAB), new_buf(sizeof(fa_params), 0xCD);
+  fa_params_init_0_1(reinterpret_cast<fa_params*>(old_buf.data()));
+  fa_params_init(reinterpret_cast<fa_params*>(new_buf.data()));
+  fa_params old_p;
+  std::memcpy(&old_p, old_buf.data(), sizeof old_p);
+  EXPECT_EQ(old_p.struct_size, kParamsSize_0_1);
+  for (size_t i = kParamsSize_0_1; i < sizeof(fa_params); ++i)
+    ASSERT_EQ(old_buf[i], 0xAB) << "fa_params_init wrote byte " << i << ", past the 0.1 layout";
+  // Every field of 0.1 but struct_size (padding aside: its bytes are the compiler's).
+#define FA_FIELD(f) {#f, offsetof(fa_params, f), sizeof(fa_params::f)}
+  const struct {
+    const char* name;
+    size_t offset, size;
+  } fields[] = {FA_FIELD(backend),       FA_FIELD(q),            FA_FIELD(k),
+                FA_FIELD(v),             FA_FIELD(out),          FA_FIELD(lse),
+                FA_FIELD(dout),          FA_FIELD(dq),           FA_FIELD(dk),
+                FA_FIELD(dv),            FA_FIELD(cu_seqlens_q), FA_FIELD(cu_seqlens_k),
+                FA_FIELD(max_seqlen_q),  FA_FIELD(max_seqlen_k), FA_FIELD(softmax_scale),
+                FA_FIELD(causal),        FA_FIELD(window_left),  FA_FIELD(window_right),
+                FA_FIELD(softcap),       FA_FIELD(alibi_slopes), FA_FIELD(dropout_p),
+                FA_FIELD(seed),          FA_FIELD(offset),       FA_FIELD(deterministic),
+                FA_FIELD(check_inputs)};
+#undef FA_FIELD
+  for (const auto& f : fields)
+    EXPECT_EQ(std::memcmp(old_buf.data() + f.offset, new_buf.data() + f.offset, f.size), 0)
+        << f.name << " differs from fa_params_init_v2's";
+}
+
+// A struct of 0.1's size runs as 0.1 did: whatever lies past its size (here a 0.2 struct's
+// fields, set to values that would change the result or be refused) is never read.
+TEST(ParamsLayouts, StructOf0_1SizeIgnoresLaterFields) {
+  Case c;
+  c.batch = 2;
+  c.heads_q = 2;
+  c.seqlen_q = 20;
+  c.seqlen_k = 30;
+  c.causal = true;
+  for (fa_backend backend : {FA_BACKEND_FLASH, FA_BACKEND_REFERENCE}) {
+    Problem plain(c), old(c);
+    run_forward(plain, backend);
+    run_backward(plain, backend);
+    fa_params p = old.params(backend, true);
+    p.struct_size = kParamsSize_0_1;
+    p.q_shift = 5;
+    p.block_table.data = reinterpret_cast<void*>(uintptr_t(8));  // not a tensor
+    p.cache_seqlens.data = reinterpret_cast<void*>(uintptr_t(16));
+    fa::HostWorkspace ws(fa::forward_workspace_size(p));
+    ASSERT_EQ(fa_forward(&p, ws.data(), ws.size(), nullptr), FA_OK) << fa_last_error();
+    fa::HostWorkspace wsb(fa::backward_workspace_size(p));
+    ASSERT_EQ(fa_backward(&p, wsb.data(), wsb.size(), nullptr), FA_OK) << fa_last_error();
+    for (auto [a, b] : {std::pair{&plain.out, &old.out}, std::pair{&plain.lse, &old.lse},
+                        std::pair{&plain.dq, &old.dq}, std::pair{&plain.dk, &old.dk},
+                        std::pair{&plain.dv, &old.dv}})
+      EXPECT_TRUE(a->bytes_equal(*b));
+  }
+}
+
+}  // namespace
+}  // namespace fa::test
