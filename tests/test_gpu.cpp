@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/instantiations/head_dims.h"
 #include "gpu_support.h"
 
 #ifdef FA_TEST_CUDA
@@ -29,7 +30,7 @@ namespace {
 // and - for the backward - the deterministic mode rotating through their values.
 std::vector<Case> gpu_grid() {
   const fa_dtype dtypes[] = {FA_DTYPE_FP16, FA_DTYPE_BF16};
-  const int64_t dims[] = {32, 64, 96, 128, 160, 192, 224, 256};
+  const auto& dims = cuda::kSm80HeadDims;  // the generator's list (instantiations/head_dims.h)
   const int64_t lens[][2] = {{1, 1},     {113, 203},   {128, 128},   {256, 512},
                              {799, 3},   {1024, 1024}, {2048, 1000}};
   std::vector<Case> cases;

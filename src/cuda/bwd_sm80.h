@@ -10,6 +10,7 @@
 #include "core/checked.h"
 #include "core/tuning.h"
 #include "cuda/arch/mma.cuh"
+#include "cuda/instantiations/head_dims.h"
 #include "cuda/kernels/sm80/tile_ranges.h"  // BwdTail, bwd_tail_split
 
 namespace fa::cuda::sm80 {
@@ -168,14 +169,7 @@ void run_bwd(const Params& p, const Context& ctx, void* workspace, cudaStream_t 
 #define FA_SM80_BWD_EXTERN(D)                                                                   \
   extern template void run_bwd<D, Bf16Tag>(const Params&, const Context&, void*, cudaStream_t); \
   extern template void run_bwd<D, Fp16Tag>(const Params&, const Context&, void*, cudaStream_t);
-FA_SM80_BWD_EXTERN(32)
-FA_SM80_BWD_EXTERN(64)
-FA_SM80_BWD_EXTERN(96)
-FA_SM80_BWD_EXTERN(128)
-FA_SM80_BWD_EXTERN(160)
-FA_SM80_BWD_EXTERN(192)
-FA_SM80_BWD_EXTERN(224)
-FA_SM80_BWD_EXTERN(256)
+FA_SM80_HEAD_DIMS(FA_SM80_BWD_EXTERN)
 #undef FA_SM80_BWD_EXTERN
 
 }  // namespace fa::cuda::sm80
