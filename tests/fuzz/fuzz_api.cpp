@@ -2,8 +2,9 @@
 //
 // Each input (fuzz_case.h) is an attention problem plus edits that break it (hostile sizes,
 // max_seqlen claims, strides, ranks, dtypes, NULLs, misaligned pointers, cu_seqlens contents,
-// workspaces, struct_size ...). The harness calls all four entry points with it and stops the
-// process (a printed reason, then abort) when an invariant of the ABI breaks:
+// workspaces, struct_size ...). The harness calls all five entry points (the four calls and
+// fa_select_kernel) with it and stops the process (a printed reason, then abort) when an
+// invariant of the ABI breaks:
 //   - no call returns FA_ERROR_INTERNAL; fa_last_error() names something after a failure and is
 //     "" after a success;
 //   - a query writes only *bytes, and only when it succeeds;
@@ -11,6 +12,8 @@
 //     bytes (everything is poisoned or snapshotted before, guard bytes surround every buffer);
 //   - an accepted call writes only its outputs and its workspace (inputs, and out / lse in the
 //     backward, keep their bytes);
+//   - fa_select_kernel refuses only what the query refuses (with the same status), writes only
+//     *name, and names a CPU family (the reference's for REFERENCE / VANILLA);
 //   - query and run agree: a run refuses what its query refused, is not refused for workspace
 //     when given the queried size, and the size a refusal names is exact (one byte less is
 //     refused, that size is not);
@@ -239,7 +242,8 @@ class Harness {
     if (checked_pass(pass, &rp, fwd ? kReferenceFwd : kReferenceBwd, false) != kAccepted) return;
     if (fwd) {
       compare(kOut, kRefOut, tol, tol.out, tol.out);
-      compare(kLse, kRefLse, tol, 0, 0);
+      // lse is optional in the forward (fa_params 0.2): NULL is neither written nor compared.
+      if (spec(kLse).present) compare(kLse, kRefLse, tol, 0, 0);
       return;
     }
     // The flash backward's D = rowsum(dO ∘ out) reads the stored out: where out's bound leaves
@@ -505,6 +509,32 @@ class Harness {
 
   enum Outcome { kAccepted, kRefused, kSkipped };
 
+  // fa_select_kernel validates as the call does and writes only *name: the query's success
+  // implies its own, its refusal is one the query shares (the query may refuse more: a
+  // workspace size that overflows), and the family it names belongs to the tensors' device.
+  void select_agrees(Pass pass, const fa_params* p, fa_status query_status) {
+    static const char kUntouched[] = "untouched";
+    const char* name = kUntouched;
+    const fa_status st = fa_select_kernel(p, pass == kBackward, &name);
+    check_status("fa_select_kernel", st);
+    check_buffers("fa_select_kernel", 0u);
+    if (st != FA_OK) {
+      if (name != kUntouched) broken("fa_select_kernel refused but wrote *name");
+      if (query_status != st)
+        broken("fa_select_kernel refused (%s) what %s answered with %s", fa_status_string(st),
+               call_name(pass, true), fa_status_string(query_status));
+      return;
+    }
+    const bool cpu = std::strcmp(name, "cpu-flash") == 0 || std::strcmp(name, "cpu-reference") == 0;
+    if (!cpu) broken("fa_select_kernel named \"%s\" for CPU tensors", name);
+    const bool reference = p->backend == FA_BACKEND_REFERENCE || p->backend == FA_BACKEND_VANILLA;
+    if (reference != (std::strcmp(name, "cpu-reference") == 0))
+      broken("fa_select_kernel named \"%s\" for backend %d", name, int(p->backend));
+    if (query_status != FA_OK && query_status != FA_ERROR_SIZE)
+      broken("%s refused (%s) what fa_select_kernel accepted", call_name(pass, true),
+             fa_status_string(query_status));
+  }
+
   // Query, then run (unless too slow or too large here), checking what ties the two together.
   // under_test: the case's own call (its NULL size pointer, its workspace mode), not a helper's.
   Outcome checked_pass(Pass pass, const fa_params* p, const Binding& b, bool under_test) {
@@ -524,6 +554,7 @@ class Harness {
     const fa_status qs = query(&queried);
     const bool query_ok = qs == FA_OK;
     if (!query_ok && queried != kSentinel) broken("%s refused but wrote *bytes", qcall);
+    select_agrees(pass, p, qs);
     // A refused query is followed by its run whatever the sizes: the run must refuse at once.
     if (query_ok && work() > kMaxWork) {
       trace("%s skipped: work %.3g > %.3g", rcall, work(), kMaxWork);

@@ -215,7 +215,8 @@ SEEDS = {
     'reject-head-dim-257': dict(head_dim=257, seqlen_q=4, seqlen_k=4),
     'reject-cu-seqlens-not-monotone': dict(batch=2, lens=[(4, 4), (4, 4)],
                                            edits=[('cu', 'q', 1, 6)]),
-    'reject-lse-null': dict(seqlen_q=4, seqlen_k=4, edits=[('lse', 'null')]),
+    # lse NULL: accepted by the forward since fa_params 0.2 (not computed), refused by the backward.
+    'ok-fwd-lse-null-bwd-refused': dict(seqlen_q=4, seqlen_k=4, edits=[('lse', 'null')]),
     'reject-q-misaligned-fp32': dict(seqlen_q=4, seqlen_k=4, edits=[('q', 'misalign', 2)]),
     'reject-dropout-one': dict(seqlen_q=4, seqlen_k=4, dropout=1.0),
     'reject-workspace-null': dict(seqlen_q=4, seqlen_k=4, ws_fwd=('null_arg', 2**62),
