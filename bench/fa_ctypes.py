@@ -28,6 +28,9 @@ def load(path=None):
     for f in (lib.fa_forward_workspace_size, lib.fa_backward_workspace_size):
         f.argtypes = [ctypes.POINTER(FaParams), ctypes.POINTER(ctypes.c_size_t)]
         f.restype = ctypes.c_int
+    lib.fa_select_kernel.argtypes = [ctypes.POINTER(FaParams), ctypes.c_int32,
+                                     ctypes.POINTER(ctypes.c_char_p)]
+    lib.fa_select_kernel.restype = ctypes.c_int
     lib.fa_last_error.restype = ctypes.c_char_p
     lib.fa_build_info.restype = ctypes.c_char_p
     p = FaParams()
@@ -97,6 +100,16 @@ def workspace_size(lib, p, backward=False):
     if st != 0:
         raise FaError("workspace query", st, lib.fa_last_error().decode())
     return n.value
+
+
+def select_kernel(lib, p, backward=False):
+    """The kernel family fa_forward (backward: fa_backward) runs on p, e.g. "cuda-sm80"
+    (fa_select_kernel; validates p as the call does)."""
+    name = ctypes.c_char_p()
+    st = lib.fa_select_kernel(ctypes.byref(p), int(backward), ctypes.byref(name))
+    if st != 0:
+        raise FaError("fa_select_kernel", st, lib.fa_last_error().decode())
+    return name.value.decode()
 
 
 def forward(lib, p, stream=0, workspace=None, workspace_bytes=0):

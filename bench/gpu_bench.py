@@ -21,6 +21,8 @@ instead). Every timing starts with at least 200 ms of the backend's own untimed 
 (gpu_common.time_fn): with five, whichever backend came right after cuDNN's backward read up to
 14% slow; with 200 ms, still ~0.5%, hence the design. tests/fa_bench/gpu_bench_smoke_test.py
 runs this file's control flow on stand-ins for torch, the library and the timer.
+Each of our rows names the library's kernel family that ran it ("kernel": "cuda-sm80"; asked once
+per cell with fa_select_kernel, of the row's own build for a --lib-variant).
 Exit status 2 when the library refuses the backward (its message on stderr).
 
   python3 bench/gpu_bench.py --json out.json [--quick] [--commit SHA] [--op bwd] [--dropout P]
@@ -81,11 +83,12 @@ def time_rounds(fns, rounds, repeats, context):
 
 def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
     """Backward of one cell: ({backend: median ms}, {our backend: max |ours - torch-fa2| over
-    dq, dk, dv on set 0}, {backend: [ms of each round]}). Every backend is timed once per round,
-    in the rounds' orders of round_orders (rounds None: the whole design), so that none always
-    comes first after the cell's setup or right after another; a backend's figure is the median
-    of its rounds. Raises FaError when the library refuses the default backward. det[0]: whether
-    flashattn-det still runs; cleared, with the library's message, at its first refusal."""
+    dq, dk, dv on set 0}, {backend: [ms of each round]}, {our backend: its kernel family}).
+    Every backend is timed once per round, in the rounds' orders of round_orders (rounds None:
+    the whole design), so that none always comes first after the cell's setup or right after
+    another; a backend's figure is the median of its rounds. Raises FaError when the library
+    refuses the default backward. det[0]: whether flashattn-det still runs; cleared, with the
+    library's message, at its first refusal."""
     def params(st, deterministic, on=None):
         return fa_ctypes.backward_params(on or lib, st["q"], st["k"], st["v"], st["out"],
                                          st["lse"], st["dout"], *st["grads"], causal=causal,
@@ -102,15 +105,20 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
         st["flashattn"] = our_call(lib, p, stream, True)
         sets.append(st)
     fns = {"flashattn": [st["flashattn"] for st in sets]}
+    families = {"flashattn": fa_ctypes.select_kernel(lib, params(sets[0], False), backward=True)}
     for var, other in VARIANT_LIBS.items():  # its own params and workspace, the same tensors
         fns[f"flashattn[{var}]"] = [our_call(other, params(st, False, other), stream, True)
                                     for st in sets]
+        families[f"flashattn[{var}]"] = fa_ctypes.select_kernel(
+            other, params(sets[0], False, other), backward=True)
     if det[0]:
         try:
             for st in sets:
                 st["flashattn-det"] = our_call(lib, params(st, True), stream, True)
             sets[0]["flashattn-det"]()  # a refusal shows on the first call
             fns["flashattn-det"] = [st["flashattn-det"] for st in sets]
+            families["flashattn-det"] = fa_ctypes.select_kernel(lib, params(sets[0], True),
+                                                                backward=True)
         except fa_ctypes.FaError as e:
             print(f"flashattn-det skipped for the rest of the run: {e}", file=sys.stderr)
             det[0] = False
@@ -147,14 +155,15 @@ def bwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, det, rounds):
             fns[backend][0]()
             errs[backend] = max((a.float() - r.float()).abs().max().item()
                                 for a, r in zip(sets[0]["grads"], ref))
-    return {n: statistics.median(t) for n, t in times.items()}, errs, times
+    return {n: statistics.median(t) for n, t in times.items()}, errs, times, families
 
 
 def fwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, rounds):
     """Forward of one cell: ({backend: median ms}, {our backend: max |out - torch-fa2's| on set
-    0} (empty with dropout), {backend: [ms of each round]}). The backends are timed in the
-    rounds' orders of round_orders, as the backward's (bwd_cell); cuDNN is left out where SDPA
-    refuses it. A --lib-variant's build writes the same out and lse through its own params."""
+    0} (empty with dropout), {backend: [ms of each round]}, {our backend: its kernel family}).
+    The backends are timed in the rounds' orders of round_orders, as the backward's (bwd_cell);
+    cuDNN is left out where SDPA refuses it. A --lib-variant's build writes the same out and lse
+    through its own params."""
     sets = []
     for _ in range(3):  # 3 x (q, k, v) of 64 MB each: rotated, L2 is 60 MB
         q, k, v = (torch.randn(b, s, h, d, device="cuda", dtype=DTYPES[dt]) for _ in range(3))
@@ -172,9 +181,11 @@ def fwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, rounds):
                                               st[2].transpose(1, 2), is_causal=causal,
                                               dropout_p=DROPOUT)
     fns = {"flashattn": [lambda st=st: fa_ctypes.forward(lib, st[5], stream) for st in sets]}
+    families = {"flashattn": fa_ctypes.select_kernel(lib, sets[0][5])}
     for name, other in VARIANT_LIBS.items():
         fns[f"flashattn[{name}]"] = [
             lambda st=st, o=other, n=name: fa_ctypes.forward(o, st[6][n], stream) for st in sets]
+        families[f"flashattn[{name}]"] = fa_ctypes.select_kernel(other, sets[0][6][name])
     kernels = {"torch-fa2": SDPBackend.FLASH_ATTENTION, "torch-cudnn": SDPBackend.CUDNN_ATTENTION}
     with sdpa_kernel([kernels["torch-fa2"]]):  # FA2 is the reference: no fallback
         ref = sdpa(sets[0]).transpose(1, 2)
@@ -193,7 +204,14 @@ def fwd_cell(lib, b, s, h, d, dt, causal, stream, repeats, rounds):
         if not DROPOUT:
             fns[backend][0]()
             errs[backend] = (sets[0][3].float() - ref.float()).abs().max().item()
-    return {n: statistics.median(t) for n, t in times.items()}, errs, times
+    return {n: statistics.median(t) for n, t in times.items()}, errs, times, families
+
+
+def kernel_field(families, backend):
+    """{"kernel": family} for a row of one of our backends (families: a cell's), {} for
+    PyTorch's. (shared/BENCH.md names ours flashattn-<family>; the rows keep `backend` as it is,
+    which the tables, plots and A/B records key on.)"""
+    return {"kernel": families[backend]} if backend in families else {}
 
 
 def bwd_table(rows):
@@ -296,8 +314,9 @@ def main():
                     if args.op == "bwd":
                         flops *= 2.5
                         try:
-                            res, errs, rounds = bwd_cell(lib, b, s, h, d, dt, causal, stream,
-                                                         args.repeats, det, args.rounds)
+                            res, errs, rounds, families = bwd_cell(
+                                lib, b, s, h, d, dt, causal, stream, args.repeats, det,
+                                args.rounds)
                         except fa_ctypes.FaError as e:
                             print(f"flashattn refused the backward ({dt} d{d} causal={int(causal)}"
                                   f" s{s}): {e}", file=sys.stderr)
@@ -305,6 +324,7 @@ def main():
                         for backend, ms in res.items():
                             rows.append({"op": "bwd", "dtype": dt, "d": d, "causal": causal,
                                          "b": b, "h": h, "s_q": s, "s_k": s, "backend": backend,
+                                         **kernel_field(families, backend),
                                          "ms": round(ms, 4), "tflops": round(flops / ms * 1e-9, 1),
                                          "dropout": DROPOUT,
                                          "max_abs_diff_vs_torch_fa2": errs.get(backend),
@@ -316,11 +336,12 @@ def main():
                         torch.cuda.empty_cache()  # the cell's sets are gone with bwd_cell
                         save(partial=True)
                         continue
-                    res, errs, rounds = fwd_cell(lib, b, s, h, d, dt, causal, stream,
-                                                 args.repeats, args.rounds)
+                    res, errs, rounds, families = fwd_cell(lib, b, s, h, d, dt, causal, stream,
+                                                           args.repeats, args.rounds)
                     for backend, ms in res.items():
                         rows.append({"op": "fwd", "dtype": dt, "d": d, "causal": causal, "b": b,
                                      "h": h, "s_q": s, "s_k": s, "backend": backend,
+                                     **kernel_field(families, backend),
                                      "ms": round(ms, 4), "tflops": round(flops / ms * 1e-9, 1),
                                      "dropout": DROPOUT,
                                      "max_abs_diff_vs_torch_fa2": errs.get(backend),

@@ -6,7 +6,8 @@ A drop-in for the `flash_attn` package's functions (same names, arguments, defau
     from flashattn import flash_attn_func   # or import the functions directly
 
 Code that imports `flash_attn` itself (a library you do not edit) can be pointed here with
-`flashattn.install_as_flash_attn()` before that import. See docs/python.md.
+`flashattn.install_as_flash_attn()` before that import. `flashattn.kernel_family(q, k, v, ...)`
+names the library's kernel family a call would run. See docs/python.md.
 """
 import sys
 
@@ -18,6 +19,7 @@ from .flash_attn_interface import (
     flash_attn_varlen_func,
     flash_attn_varlen_kvpacked_func,
     flash_attn_varlen_qkvpacked_func,
+    kernel_family,
 )
 from . import flash_attn_interface
 
@@ -27,7 +29,7 @@ __all__ = [
     "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",
     "flash_attn_varlen_func", "flash_attn_varlen_qkvpacked_func",
     "flash_attn_varlen_kvpacked_func", "FlashAttnError", "build_info", "library_path",
-    "install_as_flash_attn",
+    "install_as_flash_attn", "kernel_family",
 ]
 
 

@@ -283,3 +283,36 @@ def backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, 
     _call(lib, p, lib.fa_backward_workspace_size, lib.fa_backward, "flashattn backward", cuda,
           q.get_device())
     return dq, dk, dv
+
+
+def kernel_family(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                  softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
+                  deterministic, backward):
+    """The kernel family (fa_select_kernel) that forward(...) would run on these inputs and
+    options, or backward(...) with backward=True: "cpu-flash", "cuda-sm80"; FlashAttnError, with
+    the library's message, where that call would be refused. On no call's path: they never ask.
+
+    q, k and v go in as the calls pass them (_usable: the same copies, so the same strides and
+    alignment). fa_select_kernel validates but reads no tensor's data and writes none, so q, k and
+    v stand in for the outputs and gradients of their shapes and dtype (out, dout and dq as q; dk
+    and dv as k and v): only the small lse is allocated."""
+    lib = _library.load()
+    varlen = cu_seqlens_q is not None
+    _rank_check(q, varlen)
+    cuda = _device_of(q, "q")
+    q, k, v = _usable(q, "q", cuda), _usable(k, "k", cuda), _usable(v, "v", cuda)
+    lse = q.new_empty(_lse_shape(q, varlen), dtype=torch.float32)
+    p = _new_params()
+    if backward:
+        put_run(p, "q", (q, k, v, q, lse, q, q, k, v), _BWD_NAMES)
+    else:
+        put_run(p, "q", (q, k, v, q, lse), _FWD_NAMES)
+    put_options(p, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right,
+                softcap)
+    _put_extras(p, cu_seqlens_q, cu_seqlens_k, alibi_slopes, dropout_p, None)
+    p.deterministic = deterministic
+    name = ctypes.c_char_p()
+    status = lib.fa_select_kernel(ctypes.byref(p), 1 if backward else 0, ctypes.byref(name))
+    _library.check(lib, status, "flashattn kernel_family " + ("(backward)" if backward else
+                                                              "(forward)"))
+    return name.value.decode()

@@ -104,6 +104,8 @@ def _declare(lib):
         fn.argtypes = [c.c_void_p, c.c_void_p, c.c_size_t, c.c_void_p]
         fn.restype = c.c_int
     lib.fa_cuda_device_count.restype = c.c_int32
+    lib.fa_select_kernel.argtypes = [c.c_void_p, c.c_int32, c.POINTER(c.c_char_p)]
+    lib.fa_select_kernel.restype = c.c_int
 
 
 def check(lib, status, what):

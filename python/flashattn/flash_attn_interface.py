@@ -9,12 +9,14 @@ fp32 (batch, nheads, seqlen_q), or (nheads, total_q) for varlen; the third eleme
 flash_attn fills with a debugging dump of the dropout mask and probabilities, is always None here
 (docs/python.md).
 
+kernel_family is this binding's own: which of the library's kernel families a call would run.
+
 Dropout draws its (seed, offset) pair from torch's default CPU generator, so torch.manual_seed
 makes it reproducible and a CPU run reproduces a GPU run's mask; the backward reuses the pair.
 """
 import torch
 
-from . import ops
+from . import _kernels, ops
 from ._library import FlashAttnError
 from ._params import check_options
 
@@ -143,3 +145,25 @@ def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqle
     return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
                       dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
                       deterministic, return_attn_probs)
+
+
+def kernel_family(q, k, v, *, backward=False, cu_seqlens_q=None, cu_seqlens_k=None,
+                  max_seqlen_q=None, max_seqlen_k=None, dropout_p=0.0, softmax_scale=None,
+                  causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                  deterministic=False):
+    """The library's kernel family that flash_attn_func (flash_attn_varlen_func with cu_seqlens)
+    would run on these tensors and options - its forward, or with backward=True its backward:
+    "cuda-sm80" or "cpu-flash" (the library's fa_select_kernel; docs/api.md lists the families).
+    The arguments are those functions' (max_seqlen_q / _k required with cu_seqlens); the call is
+    validated as they validate it, and FlashAttnError raised where they would raise it. Nothing
+    is computed: the query costs about one validation (the calls themselves never make it)."""
+    scale = 0.0 if softmax_scale is None else float(softmax_scale)
+    window_left, window_right = window_size
+    window_left, window_right = int(window_left), int(window_right)
+    max_seqlen_q = 0 if max_seqlen_q is None else int(max_seqlen_q)
+    max_seqlen_k = 0 if max_seqlen_k is None else int(max_seqlen_k)
+    check_options(max_seqlen_q, max_seqlen_k, window_left, window_right)
+    return _kernels.kernel_family(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                  float(dropout_p), scale, bool(causal), window_left,
+                                  window_right, float(softcap), alibi_slopes,
+                                  bool(deterministic), bool(backward))

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """fa-bench end to end on the CPU backends: --help of every subcommand documents every flag,
 bad input fails naming the flag and writes nothing, run / sweep / compare write JSON and CSV in
-shared/BENCH.md's schema (read back here), plan's figures match a hand computation.
+shared/BENCH.md's schema (read back here) with each row's kernel family (fa_select_kernel: the
+CPU's flashattn runs cpu-flash, its vanilla the fp64 reference, cpu-reference), plan's figures
+match a hand computation.
 
   cli_test.py PATH/TO/fa-bench
 """
@@ -14,7 +16,10 @@ import tempfile
 
 BIN = sys.argv[1]
 ROW_KEYS = {"op", "dtype", "d", "causal", "b", "h", "s_q", "s_k", "backend", "ms", "tflops",
-            "peak_bytes", "input_bytes", "h_kv", "device", "status"}
+            "peak_bytes", "input_bytes", "h_kv", "device", "status", "kernel"}
+# The family each CPU backend runs: fa-bench's vanilla is FA_BACKEND_VANILLA, which the CPU serves
+# with its reference.
+CPU_KERNELS = {"flashattn": "cpu-flash", "vanilla": "cpu-reference"}
 TOP_KEYS = {"gpu", "driver", "cuda", "torch", "cudnn", "commit", "command", "ceilings", "rows"}
 FLAGS = {
     "run": ["--backend", "--op", "--dtype", "--batch", "--heads", "--kv-heads", "--seqlen",
@@ -51,6 +56,7 @@ def check_record(path, csv_path, n_rows, device="cpu"):
         check(ROW_KEYS <= r.keys(), f"{path}: row keys {sorted(r.keys())}")
         check(r["device"] == device, f"{path}: device {r['device']}")
         check(r["status"] == "ok", f"{path}: status {r['status']}")
+        check(r["kernel"] == CPU_KERNELS[r["backend"]], f"{path}: {r['backend']} ran {r['kernel']}")
         check(r["ms"] > 0 and r["tflops"] > 0 and r["peak_bytes"] > 0, f"{path}: figures {r}")
         flops = 4 * r["b"] * r["h"] * r["s_q"] * r["s_k"] * r["d"] / (2 if r["causal"] else 1)
         flops *= {"fwd": 1, "bwd": 2.5, "fwdbwd": 3.5}[r["op"]]
@@ -60,7 +66,8 @@ def check_record(path, csv_path, n_rows, device="cpu"):
         rows = list(csv.DictReader(f))
     check(len(rows) == n_rows, f"{csv_path}: {len(rows)} rows")
     for j, c in zip(rec["rows"], rows):
-        check(c["backend"] == j["backend"] and int(c["s_q"]) == j["s_q"] and
+        check(c["backend"] == j["backend"] and c["kernel"] == j["kernel"] and
+              int(c["s_q"]) == j["s_q"] and
               abs(float(c["ms"]) - j["ms"]) <= 1e-5 * j["ms"] + 1e-9, f"{csv_path} vs json: {c} {j}")
     return rec
 
@@ -103,6 +110,10 @@ with tempfile.TemporaryDirectory() as tmp:
         check(rec["commit"] == "abc123", "run: commit recorded")
         check({x["backend"] for x in rec["rows"]} == {"flashattn", "vanilla"}, "run: backends")
         check(all(x["h_kv"] == 2 for x in rec["rows"]), "run: kv heads recorded")
+        table = [line.split() for line in r.stdout.splitlines()]
+        check(table[0][9:11] == ["backend", "kernel"] and
+              all(row[10] == CPU_KERNELS[row[9]] for row in table[1:]),
+              f"run: the table's kernel column {r.stdout}")
 
     # sweep: the grid's arithmetic (heads = hidden / d, batch = tokens / seqlen).
     j, c = os.path.join(tmp, "sweep.json"), os.path.join(tmp, "sweep.csv")
@@ -111,6 +122,7 @@ with tempfile.TemporaryDirectory() as tmp:
            "--repeats", "2", "--warmup", "0", "--json", j, "--csv", c)
     check(r.returncode == 0, f"sweep exit {r.returncode}: {r.stderr}")
     check(r.stderr.count("[") >= 8 and "[8/8]" in r.stderr, "sweep: progress on stderr")
+    check("flashattn (cpu-flash)" in r.stderr, f"sweep: progress names the kernel {r.stderr}")
     if r.returncode == 0:
         rec = check_record(j, c, 8)
         for x in rec["rows"]:
@@ -125,6 +137,8 @@ with tempfile.TemporaryDirectory() as tmp:
     if r.returncode == 0:
         rec = check_record(j, c, 4)
         check(len(rec["compare"]) == 2, "compare: one line per seqlen")
+        check("kernels: vanilla cpu-reference, flash cpu-flash" in r.stdout,
+              f"compare: the header names the kernels {r.stdout}")
         rows = {(x["backend"], x["s_q"]): x for x in rec["rows"]}
         for line in rec["compare"]:
             v, f = rows[("vanilla", line["s"])], rows[("flashattn", line["s"])]
@@ -147,6 +161,9 @@ with tempfile.TemporaryDirectory() as tmp:
            "--op", "fwd", "--repeats", "1", "--warmup", "0")
     check(r.returncode == 0 and "vanilla oom" in r.stdout and "flash oom" in r.stdout,
           f"compare reports oom rows: {r.returncode} {r.stdout[-400:]} {r.stderr[-400:]}")
+    # The family is the library's choice, made before the memory check: an oom row names it.
+    check("kernels: vanilla cpu-reference, flash cpu-flash" in r.stdout,
+          f"compare: oom rows name the family that would run {r.stdout[:400]}")
 
     # plan: hand-computed Llama-2-7B inference at 4096 (see tests/fa_bench/test_plan.cpp).
     j = os.path.join(tmp, "plan.json")

@@ -3,8 +3,10 @@
 timer are replaced by stand-ins that record which backend each timing ran, so that the test
 checks what a GPU run cannot show cheaply - every backend is timed in the rounds' orders of
 bench/round_order.py (forward and backward, with a --lib-variant and with cuDNN refused), each row's
-figure is the median of its rounds, and the record and the tables come out. The numbers are the
-stand-ins'; nothing here measures anything."""
+figure is the median of its rounds, each of our rows names the kernel family its own build's
+fa_select_kernel gave once per cell (the main build's and a --lib-variant's stand-ins answer
+differently), and the record and the tables come out. The numbers are the stand-ins'; nothing
+here measures anything."""
 import contextlib
 import json
 import os
@@ -20,6 +22,10 @@ from round_order import round_orders  # noqa: E402
 
 CALLS = []   # every backend call, in order
 TIMED = []   # the backend of every time_fn call, in order
+SELECTS = []  # every fa_select_kernel query: (library, deterministic params, backward)
+# The stand-in libraries' answers: the --lib-variant build's differs, so that a row showing the
+# main build's family for the variant would be caught.
+FAMILY = {"other.so": "cuda-variant"}
 STATE = {"sdpa": None, "refuse_cudnn": False}
 MS = {"flashattn": 1.0, "flashattn-det": 1.3, "torch-fa2": 1.1, "torch-cudnn": 0.7,
       "flashattn[FA_TEST_VAR=1]": 0.9, "flashattn[other]": 0.95}
@@ -106,6 +112,11 @@ def install_stubs():
     fa.backward_params = lambda lib, *a, deterministic=False, **k: {"det": deterministic}
     fa.workspace_size = lambda lib, p, backward=False: 0
 
+    def select_kernel(lib, p, backward=False):
+        SELECTS.append((lib, p["det"], backward))
+        return FAMILY.get(lib, "cuda-sm80")
+    fa.select_kernel = select_kernel
+
     def ours(name, lib):
         var = os.environ.get("FA_TEST_VAR")
         if lib == "other.so":  # the --lib-variant build
@@ -137,6 +148,7 @@ def run(args):
     import io
     import gpu_bench
     del TIMED[:]
+    del SELECTS[:]
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "r.json")
         sys.argv = ["gpu_bench.py", "--json", path] + args
@@ -157,6 +169,22 @@ def check(cond, what):
         failures.append(what)
 
 
+def check_kernels(rec, names, cells, backward, what):
+    """Each of our rows names its own build's family; PyTorch's name none; one query per cell
+    and our backend, of the pass timed (and for flashattn-det, with its deterministic params)."""
+    for r in rec["rows"]:
+        if not r["backend"].startswith("flashattn"):
+            check("kernel" not in r, f"{what}: {r['backend']} row has a kernel")
+            continue
+        want = FAMILY["other.so"] if r["backend"] == "flashattn[other]" else "cuda-sm80"
+        check(r.get("kernel") == want, f"{what}: {r['backend']} kernel {r.get('kernel')}")
+    ours = [n for n in names if n.startswith("flashattn")]
+    check(len(SELECTS) == cells * len(ours), f"{what}: {len(SELECTS)} queries for {cells} cells")
+    check(all(b == backward for _, _, b in SELECTS), f"{what}: a query of the other pass")
+    check(sum(det for _, det, _ in SELECTS) == cells * ("flashattn-det" in ours),
+          f"{what}: flashattn-det's family not asked with its own params {SELECTS}")
+
+
 def check_rows(rec, timed, names, cells, what):
     orders = [b for o in round_orders(names) for b in o]
     check(timed == orders * cells, f"{what}: timed {timed[:12]}... not the design's {orders}")
@@ -174,11 +202,13 @@ grid = ["--seqlens", "1024,2048", "--dims", "64", "--dtypes", "bf16", "--causal"
 bwd = ["flashattn", "flashattn-det", "torch-fa2", "torch-cudnn"]
 rec, timed, table = run(grid + ["--op", "bwd"])
 check_rows(rec, timed, bwd, 2, "bwd")
+check_kernels(rec, bwd, 2, True, "bwd")
 check("bf16 d64 full s1024" in table, "bwd: no table line")
 
 rec, timed, table = run(grid + ["--op", "bwd", "--no-det", "--lib-variant", "other=other.so"])
 check_rows(rec, timed, ["flashattn", "flashattn[other]", "torch-fa2", "torch-cudnn"], 2,
            "bwd --lib-variant")
+check_kernels(rec, ["flashattn", "flashattn[other]"], 2, True, "bwd --lib-variant")
 check(all(r["max_abs_diff_vs_torch_fa2"] is not None for r in rec["rows"]
           if r["backend"].startswith("flashattn")), "bwd --lib-variant: a build not checked")
 check("[other]" in table, "bwd --lib-variant: not in the table")
@@ -190,6 +220,7 @@ check(timed == [b for o in round_orders(["flashattn", "torch-fa2", "torch-cudnn"
 rec, timed, table = run(grid + ["--lib-variant", "other=other.so"])
 check_rows(rec, timed, ["flashattn", "flashattn[other]", "torch-fa2", "torch-cudnn"], 2,
            "fwd --lib-variant")
+check_kernels(rec, ["flashattn", "flashattn[other]"], 2, False, "fwd --lib-variant")
 check(all(r["max_abs_diff_vs_torch_fa2"] is not None for r in rec["rows"]
           if r["backend"].startswith("flashattn")), "fwd --lib-variant: a build not checked")
 check("[other]" in table, "fwd --lib-variant: not in the table")
@@ -203,6 +234,7 @@ except SystemExit as e:
 fwd = ["flashattn", "torch-fa2", "torch-cudnn"]
 rec, timed, table = run(grid)
 check_rows(rec, timed, fwd, 2, "fwd")
+check_kernels(rec, fwd, 2, False, "fwd")
 check(all(r["op"] == "fwd" for r in rec["rows"]), "fwd: op")
 check("bf16 d64 full" in table, "fwd: no table line")
 

@@ -110,6 +110,7 @@ TEST(FaBenchRecord, RowsThatDidNotRunHaveNullFigures) {
   Row ok, oom;
   ok.op = oom.op = "fwd";
   ok.backend = "flashattn";
+  ok.kernel = "cpu-flash";
   ok.ms = 1.5;
   ok.peak_bytes = 1000;
   ok.input_bytes = 600;
@@ -122,11 +123,14 @@ TEST(FaBenchRecord, RowsThatDidNotRunHaveNullFigures) {
   EXPECT_NE(j.find("\"input_bytes\": 600"), std::string::npos) << j;
   EXPECT_NE(j.find("\"input_bytes\": null"), std::string::npos) << j;
   EXPECT_NE(j.find("oom: needs \\\"lots\\\""), std::string::npos) << j;  // escaped
+  EXPECT_NE(j.find("\"kernel\": \"cpu-flash\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"kernel\": null"), std::string::npos) << j;  // no family: null
   const std::string csv = to_csv(rec.rows);
   EXPECT_NE(csv.find("oom: needs ;lots;; 1 free"), std::string::npos) << csv;  // no comma left
+  EXPECT_NE(csv.find(",flashattn,cpu-flash,"), std::string::npos) << csv;
   size_t lines = 0;
   for (size_t at = 0, nl; (nl = csv.find('\n', at)) != std::string::npos; at = nl + 1, ++lines)
-    EXPECT_EQ(std::count(csv.begin() + long(at), csv.begin() + long(nl), ','), 15) << csv;
+    EXPECT_EQ(std::count(csv.begin() + long(at), csv.begin() + long(nl), ','), 16) << csv;
   EXPECT_EQ(lines, 3u);  // header + two rows
 }
 

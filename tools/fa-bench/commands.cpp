@@ -1,5 +1,6 @@
 #include "commands.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <stdexcept>
@@ -32,16 +33,16 @@ void save(const Record& rec, const Output& o) {
 }
 
 void print_header() {
-  std::printf("%-7s %-5s %4s %-6s %5s %4s %4s %7s %7s %-9s %10s %9s %12s %12s  %s\n", "op",
-              "dtype", "d", "causal", "b", "h", "h_kv", "s_q", "s_k", "backend", "ms", "TFLOP/s",
-              "peak MiB", "call MiB", "status");
+  std::printf("%-7s %-5s %4s %-6s %5s %4s %4s %7s %7s %-9s %-13s %10s %9s %12s %12s  %s\n",
+              "op", "dtype", "d", "causal", "b", "h", "h_kv", "s_q", "s_k", "backend", "kernel",
+              "ms", "TFLOP/s", "peak MiB", "call MiB", "status");
 }
 
 void print_row(const Row& r) {
-  std::printf("%-7s %-5s %4lld %-6s %5lld %4lld %4lld %7lld %7lld %-9s ", r.op.c_str(),
+  std::printf("%-7s %-5s %4lld %-6s %5lld %4lld %4lld %7lld %7lld %-9s %-13s ", r.op.c_str(),
               r.dtype.c_str(), (long long)r.d, r.causal ? "yes" : "no", (long long)r.b,
               (long long)r.h, (long long)r.h_kv, (long long)r.s_q, (long long)r.s_k,
-              r.backend.c_str());
+              r.backend.c_str(), r.kernel.empty() ? "-" : r.kernel.c_str());
   if (r.ran())
     std::printf("%10.3f %9.2f %12.1f %12.1f  ok\n", r.ms, r.tflops, double(r.peak_bytes) / kMiB,
                 double(r.call_bytes()) / kMiB);
@@ -66,11 +67,24 @@ Config config(const Timing& t, const std::string& backend, const std::string& op
 }
 
 void progress(size_t i, size_t n, const Row& r) {
-  std::fprintf(stderr, "[%zu/%zu] %s %s d%lld %s s%lld %s: %s\n", i, n, r.dtype.c_str(),
+  std::fprintf(stderr, "[%zu/%zu] %s %s d%lld %s s%lld %s (%s): %s\n", i, n, r.dtype.c_str(),
                r.op.c_str(), (long long)r.d, r.causal ? "causal" : "full", (long long)r.s_q,
-               r.backend.c_str(),
+               r.backend.c_str(), r.kernel.empty() ? "-" : r.kernel.c_str(),
                r.ran() ? (std::to_string(r.ms) + " ms, " + std::to_string(r.tflops) + " TFLOP/s").c_str()
                        : r.status.c_str());
+}
+
+// The kernel families a backend's rows ran, each once in order of appearance ("-" for none):
+// a compare table's header names them.
+std::string families(const std::vector<Row>& rows, const std::string& backend) {
+  std::vector<std::string> seen;
+  for (const Row& r : rows)
+    if (r.backend == backend && !r.kernel.empty() &&
+        std::find(seen.begin(), seen.end(), r.kernel) == seen.end())
+      seen.push_back(r.kernel);
+  std::string out;
+  for (const std::string& k : seen) out += (out.empty() ? "" : ", ") + k;
+  return out.empty() ? "-" : out;
 }
 
 }  // namespace
@@ -125,9 +139,11 @@ int cmd_compare(const CompareArgs& a, const Timing& t, const Output& o) {
       }
       rec.compare.push_back(line);
     }
-  std::printf("standard (vanilla) vs FlashAttention: %s, b=%lld, h=%lld, d=%lld, %s, %s\n",
+  std::printf("standard (vanilla) vs FlashAttention: %s, b=%lld, h=%lld, d=%lld, %s, %s; "
+              "kernels: vanilla %s, flash %s\n",
               dtype_name(a.dtype), (long long)a.b, (long long)a.h, (long long)a.d,
-              a.causal ? "causal" : "non-causal", t.cuda ? "GPU" : "CPU");
+              a.causal ? "causal" : "non-causal", t.cuda ? "GPU" : "CPU",
+              families(rec.rows, "vanilla").c_str(), families(rec.rows, "flashattn").c_str());
   // Memory: what each call needs beyond its inputs (outputs, LSE, workspace; FlashAttention's
   // convention), and the ratio with the inputs counted too.
   std::printf("%-7s %7s %12s %12s %9s %14s %14s %9s %10s  %s\n", "op", "seqlen", "vanilla ms",

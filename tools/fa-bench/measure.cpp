@@ -190,6 +190,23 @@ std::string failure(const char* what, fa_status st) {
   return kind + what + ": " + fa_last_error();
 }
 
+// The family of the passes a row times (fa_select_kernel): the forward's (fwd), the backward's
+// (bwd; its untimed forward is not the row's), or both as "fwd+bwd" where they differ (fwdbwd).
+fa_status kernel_family(const fa_params& p, const std::string& op, std::string* family) {
+  const char* fwd = nullptr;
+  const char* bwd = nullptr;
+  fa_status st = FA_OK;
+  if (op != "bwd" && (st = fa_select_kernel(&p, 0, &fwd)) != FA_OK) return st;
+  if (op != "fwd" && (st = fa_select_kernel(&p, 1, &bwd)) != FA_OK) return st;
+  if (fwd == nullptr)
+    *family = bwd;
+  else if (bwd == nullptr || std::strcmp(fwd, bwd) == 0)
+    *family = fwd;
+  else
+    *family = std::string(fwd) + "+" + bwd;
+  return FA_OK;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -273,6 +290,11 @@ Row measure(const Config& c) {
   if (st != FA_OK) { r.status = failure("forward", st); return r; }
   if (bwd && (st = fa_backward_workspace_size(&probe.p, &ws_bwd)) != FA_OK) {
     r.status = failure("backward", st);
+    return r;
+  }
+  // Validated above, so this names the family that runs (or would, for an oom row below).
+  if ((st = kernel_family(probe.p, c.op, &r.kernel)) != FA_OK) {
+    r.status = failure("fa_select_kernel", st);
     return r;
   }
   const size_t ws_bytes = std::max(ws_fwd, ws_bwd);  // one workspace serves both passes

@@ -43,7 +43,9 @@ std::string row_json(const Row& r) {
   os << "{\"op\": " << quote(r.op) << ", \"dtype\": " << quote(r.dtype) << ", \"d\": " << r.d
      << ", \"causal\": " << (r.causal ? "true" : "false") << ", \"b\": " << r.b << ", \"h\": " << r.h
      << ", \"h_kv\": " << r.h_kv << ", \"s_q\": " << r.s_q << ", \"s_k\": " << r.s_k
-     << ", \"backend\": " << quote(r.backend) << ", \"device\": " << quote(r.device)
+     << ", \"backend\": " << quote(r.backend)
+     << ", \"kernel\": " << (r.kernel.empty() ? "null" : quote(r.kernel))
+     << ", \"device\": " << quote(r.device)
      << ", \"status\": " << quote(r.status);
   if (r.ran())
     os << ", \"ms\": " << number(r.ms) << ", \"tflops\": " << number(r.tflops)
@@ -63,7 +65,9 @@ double ratio(const Row* num, const Row* den, int64_t (*bytes)(const Row&)) {
 
 }  // namespace
 
-const char* const kCsvHeader = "op,dtype,d,causal,b,h,h_kv,s_q,s_k,backend,device,status,ms,tflops,peak_bytes,input_bytes";
+const char* const kCsvHeader =
+    "op,dtype,d,causal,b,h,h_kv,s_q,s_k,backend,kernel,device,status,ms,tflops,peak_bytes,"
+    "input_bytes";
 
 double CompareLine::speedup() const {
   return flash && vanilla && flash->ran() && vanilla->ran() && flash->ms > 0 ? vanilla->ms / flash->ms : 0;
@@ -120,7 +124,7 @@ std::string to_csv(const std::vector<Row>& rows) {
       if (c == ',' || c == '"' || c == '\n') c = ';';
     os << r.op << ',' << r.dtype << ',' << r.d << ',' << (r.causal ? 1 : 0) << ',' << r.b << ','
        << r.h << ',' << r.h_kv << ',' << r.s_q << ',' << r.s_k << ',' << r.backend << ','
-       << r.device << ',' << status << ',';
+       << r.kernel << ',' << r.device << ',' << status << ',';
     if (r.ran())
       os << number(r.ms) << ',' << number(r.tflops) << ',' << r.peak_bytes << ',' << r.input_bytes;
     else

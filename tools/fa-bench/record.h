@@ -1,9 +1,10 @@
 // fa-bench records: the rows of shared/BENCH.md's schema and their JSON / CSV files.
 //   {gpu, driver, cuda, torch, cudnn, commit, command, ceilings, rows: [{op, dtype, d, causal, b,
 //    h, s_q, s_k, backend, ms, tflops, peak_bytes}, ...]}
-// Rows also carry h_kv, device, status ("ok", "oom: ...", "unsupported: ...") and input_bytes
-// (the part of peak_bytes that the inputs q, k, v - and dout for a backward - took); a row that
-// did not run has ms, tflops, peak_bytes and input_bytes null.
+// Rows also carry h_kv, device, kernel (the library's kernel family, fa_select_kernel), status
+// ("ok", "oom: ...", "unsupported: ...") and input_bytes (the part of peak_bytes that the inputs
+// q, k, v - and dout for a backward - took); a row that did not run has ms, tflops, peak_bytes and
+// input_bytes null, and kernel null where the library refused the configuration.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,9 @@ struct Row {
   int64_t d = 0, b = 0, h = 0, h_kv = 0, s_q = 0, s_k = 0;
   bool causal = false;
   std::string backend;  // flashattn, vanilla
+  // The kernel family the timed passes ran (fa_select_kernel): "cpu-flash", "cuda-sm80", ...;
+  // for fwdbwd "fwd+bwd" where the two passes' differ; "" where the library refused the call.
+  std::string kernel;
   std::string device;   // cpu, cuda
   std::string status = "ok";
   double ms = 0, tflops = 0;
