@@ -68,6 +68,32 @@ void upload(const DeviceProblem& dev, const HostileArrays& h) {
   }
 }
 
+// One pass with a workspace of the queried size (the query must accept: it reads no device
+// memory), whatever the run answers: its status, its message in *msg; the device must be
+// healthy afterwards (a fatal failure otherwise).
+fa_status run_any(const fa_params& p, bool backward, std::string* msg) {
+  size_t bytes = 0;
+  const fa_status q =
+      backward ? fa_backward_workspace_size(&p, &bytes) : fa_forward_workspace_size(&p, &bytes);
+  EXPECT_EQ(q, FA_OK) << fa_last_error();
+  if (q != FA_OK) return q;
+  void* ws = nullptr;
+  if (bytes && cudaMalloc(&ws, bytes) != cudaSuccess) {
+    ADD_FAILURE() << "cudaMalloc(" << bytes << ")";
+    return FA_ERROR_CUDA;
+  }
+  const fa_status st =
+      backward ? fa_backward(&p, ws, bytes, nullptr) : fa_forward(&p, ws, bytes, nullptr);
+  *msg = fa_last_error();
+  const cudaError_t sync = cudaDeviceSynchronize();
+  cudaFree(ws);
+  [&] {
+    ASSERT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  }();
+  return st;
+}
+
 bool all_bytes_are(const std::vector<unsigned char>& b, unsigned char x) {
   for (unsigned char c : b)
     if (c != x) return false;
@@ -92,22 +118,11 @@ TEST_P(GpuHostileCuSeqlens, KernelsStayInBounds) {
       if (backward_unavailable(dev.p, &why)) GTEST_SKIP() << why;
       upload(dev, h);
       for (const bool backward : {false, true}) {
-        size_t bytes = 0;
-        ASSERT_EQ(backward ? fa_backward_workspace_size(&dev.p, &bytes)
-                           : fa_forward_workspace_size(&dev.p, &bytes),
-                  FA_OK) << fa_last_error();
-        void* ws = nullptr;
-        if (bytes) {
-          ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
-        }
-        const fa_status st = backward ? fa_backward(&dev.p, ws, bytes, nullptr)
-                                      : fa_forward(&dev.p, ws, bytes, nullptr);
-        const cudaError_t sync = cudaDeviceSynchronize();
-        cudaFree(ws);
-        ASSERT_EQ(sync, cudaSuccess) << cudaGetErrorString(sync);
-        ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+        std::string msg;
+        const fa_status st = run_any(dev.p, backward, &msg);
+        if (HasFatalFailure()) return;
         if (backend == FA_BACKEND_VANILLA && st == FA_ERROR_CU_SEQLENS) continue;
-        EXPECT_EQ(st, FA_OK) << fa_last_error();
+        EXPECT_EQ(st, FA_OK) << msg;
       }
     }
   // The context is still usable: a valid problem on it passes the accuracy rule.
@@ -131,19 +146,9 @@ TEST_P(GpuHostileCuSeqlens, CheckedModeRefusesBeforeWriting) {
   upload(dev, h);
   dev.p.check_inputs = 1;
   for (const bool backward : {false, true}) {
-    size_t bytes = 0;
-    ASSERT_EQ(backward ? fa_backward_workspace_size(&dev.p, &bytes)
-                       : fa_forward_workspace_size(&dev.p, &bytes),
-              FA_OK) << fa_last_error();
-    void* ws = nullptr;
-    if (bytes) {
-      ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
-    }
-    const fa_status st = backward ? fa_backward(&dev.p, ws, bytes, nullptr)
-                                  : fa_forward(&dev.p, ws, bytes, nullptr);
-    const std::string msg = fa_last_error();
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    cudaFree(ws);
+    std::string msg;
+    const fa_status st = run_any(dev.p, backward, &msg);
+    if (HasFatalFailure()) return;
     EXPECT_EQ(st, FA_ERROR_CU_SEQLENS) << msg;
     EXPECT_NE(msg.find(h.cu_q.empty() ? "cu_seqlens_k" : "cu_seqlens_q"), std::string::npos)
         << msg;
