@@ -246,5 +246,34 @@ TEST(QueryShift, ExtremeShiftsAreExact) {
   }
 }
 
+// A shift that leaves a key block no query row sees (row_begin == row_end > 0 in the CPU flash
+// backward, unreachable without q_shift): its dK, dV are zeros and the rows' dQ is 0, with the
+// workspace poisoned (the fuzzer found the block's query loop reading a K tile it had not loaded
+// from the workspace: dQ NaN).
+TEST(QueryShift, BackwardWithABlockNoRowSees) {
+  for (const int64_t seqlen_k : {int64_t(2), int64_t(80)}) {
+    Case c;
+    c.seqlen_q = 2;
+    c.seqlen_k = seqlen_k;
+    c.head_dim = 16;
+    c.window_right = 30;
+    c.q_shift = -64 - seqlen_k;  // every query at key position <= -63: sees no key
+    for (const fa_backend backend : {FA_BACKEND_FLASH, FA_BACKEND_REFERENCE}) {
+      SCOPED_TRACE("seqlen_k " + std::to_string(seqlen_k) + " backend " + std::to_string(backend));
+      Problem pr(c);
+      pr.poison_outputs();
+      run_forward(pr, backend);
+      const fa_params p = pr.params(backend, true);
+      size_t bytes = 0;
+      ASSERT_EQ(fa_backward_workspace_size(&p, &bytes), FA_OK) << fa_last_error();
+      std::vector<unsigned char> ws(bytes, 0xFF);  // NaN as floats
+      ASSERT_EQ(fa_backward(&p, ws.data(), bytes, nullptr), FA_OK) << fa_last_error();
+      const Dense got = outputs(pr, true);
+      for (const auto* g : {&got.dq, &got.dk, &got.dv})
+        for (const double x : *g) ASSERT_EQ(x, 0.0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fa::test

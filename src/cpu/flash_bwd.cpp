@@ -120,7 +120,10 @@ void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink
       transpose(kBlockN, dp, w.k, dp, w.kt, kBlockN);
       load_tile_t<T>(p.v, b, sq.k_start + n0, cols, kBlockN, hk, d, dp, w.vt, kBlockN);
     }
-    for (int64_t m0 = row_begin / kBlockM * kBlockM; m0 < row_end; m0 += kBlockM) {
+    // No query row sees the block when row_begin == row_end (reachable with a q_shift that moves
+    // every query past it: found by the fuzzer, dQ read the unloaded K tile): its dK, dV are 0.
+    const int64_t m_end = row_begin < row_end ? row_end : 0;
+    for (int64_t m0 = row_begin / kBlockM * kBlockM; m0 < m_end; m0 += kBlockM) {
       const int64_t rows = std::min(kBlockM, sq.len_q - m0);
       const int64_t rows_pad = pad_rows(rows);
       load_tile<T>(p.q, b, sq.q_start + m0, rows, rows_pad, h, d, p.softmax_scale, w.q, dp);

@@ -344,6 +344,7 @@ class Harness {
     p.window_left = c_.window_left;
     p.window_right = c_.window_right;
     p.softcap = c_.softcap;
+    p.q_shift = c_.q_shift;
     p.dropout_p = c_.dropout_p;
     p.seed = c_.seed;
     p.offset = c_.offset;

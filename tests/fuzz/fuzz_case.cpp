@@ -34,6 +34,7 @@ int64_t sat_mul(int64_t a, int64_t b) {
 
 namespace {
 
+constexpr size_t kParamsSizeV0_1 = 1144;  // fa_params of 0.1 (LP64), before 0.2's fields
 constexpr uint8_t kHostileTag = 0xF0;  // bytes from here on are not ordinary values
 constexpr uint8_t kRawTag = 0xFF;      // followed by the value's raw bits
 
@@ -308,12 +309,14 @@ void decode(const uint8_t* data, size_t size, Case* out) {
     if (target < kRoles) {
       apply_tensor_edit(r, t[target], op % 14);
     } else if (target == 12) {
-      if (op % 2 == 0)
+      if (op % 3 == 0)
         c.struct_size = size_t(r.i64(8, [](uint8_t b) {
           return int64_t(sizeof(fa_params)) + int64_t(b) - 8;
         }));
-      else
+      else if (op % 3 == 1)
         c.null_params = true;
+      else
+        c.struct_size = kParamsSizeV0_1;
     } else {
       CuEdit ce;
       ce.role = op % 2 ? kCuK : kCuQ;
@@ -322,6 +325,7 @@ void decode(const uint8_t* data, size_t size, Case* out) {
       c.cu_edits.push_back(ce);
     }
   }
+  c.q_shift = r.i64(0, [](uint8_t b) { return int64_t(b) - 0x40; });
 }
 
 }  // namespace fa_fuzz

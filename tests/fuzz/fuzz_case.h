@@ -34,7 +34,10 @@
 //   poison       u8   byte that fills outputs and workspaces before a call (default 0xFF: NaN)
 //   workspace    u8 mode + i64 argument, for the forward then the backward (WorkspaceMode)
 //   status_probe i32  passed to fa_status_string
-//   edits        u8 count (b % 16), then per edit: u8 target, u8 op, a tagged value (Edit)
+//   edits        u8 count (b % 16), then per edit: u8 target, u8 op, a tagged value (Edit);
+//                target 12 edits the struct: op % 3 == 0 its size (sizeof + b - 8), 1 NULL params,
+//                2 the 0.1 layout's size (1144: the fields since 0.2 are then not read)
+//   q_shift      i64  b - 0x40 (fa_params 0.2; after the edits, so older inputs read 0)
 #pragma once
 
 #include <cstddef>
@@ -106,6 +109,7 @@ struct Case {
   uint8_t data_seed = 0, magnitude_shift = 0, poison = 0xFF;
   Workspace workspace[2];
   int32_t status_probe = 0;
+  int64_t q_shift = 0;
   size_t struct_size = sizeof(fa_params);
   TensorSpec tensor[kRoles];
   std::vector<CuEdit> cu_edits;

@@ -71,7 +71,9 @@ Tolerance tolerance(const Case& c, const Problem& p) {
       c.softmax_scale != 0.f ? std::fabs(double(c.softmax_scale)) : 1.0 / std::sqrt(d);
   const double raw = scale * p.norm_q * p.norm_k;  // |scale q.k| before the softcap
   const double lq = double(std::max<int64_t>(p.max_len_q, 1)), lk = double(p.max_len_k);
-  const double bias = c.alibi ? 1.0 * (lq + lk) : 0.0;  // slopes are in [-0.25, 1]
+  // slopes are in [-0.25, 1]; q_shift moves the queries' positions by up to |q_shift| (a 0.1-size
+  // struct ignores it: the bound is then loose, never short)
+  const double bias = c.alibi ? 1.0 * (lq + lk + std::fabs(double(c.q_shift))) : 0.0;
   const double lmax = (c.softcap > 0.f ? std::min(raw, double(c.softcap)) : raw) + bias;
   const double keep = c.dropout_p > 0.f ? 1.0 / (1.0 - double(c.dropout_p)) : 1.0;
   const double group = double(p.heads_q / std::max<int64_t>(p.heads_kv, 1));

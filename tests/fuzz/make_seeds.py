@@ -161,6 +161,9 @@ def encode(s):
         elif kind == 'null_params':
             w.u8(12)
             w.u8(1)
+        elif kind == 'struct_size_v0_1':
+            w.u8(12)
+            w.u8(2)
         elif kind == 'cu':  # ('cu', 'q' | 'k', index, value)
             w.u8(13)
             w.u8(0 if e[1] == 'q' else 1)
@@ -179,6 +182,8 @@ def encode(s):
                 w.i32(v, v if 0 <= v < 2 or (op == 2 and v < 5) or (op == 3 and v < 6) else None)
             else:
                 w.i64(v, v if 0 <= v < HOSTILE_TAG else None)
+    v = s.get('q_shift', 0)  # after the edits: inputs written before 0.2 read 0
+    w.i64(v, v + 0x40 if 0 <= v + 0x40 < HOSTILE_TAG else None)
     return bytes(w.out)
 
 
@@ -222,6 +227,14 @@ SEEDS = {
     'reject-workspace-null': dict(seqlen_q=4, seqlen_k=4, ws_fwd=('null_arg', 2**62),
                                   ws_bwd=('null_queried', 0)),
     'reject-struct-size': dict(seqlen_q=4, seqlen_k=4, edits=[('struct_size', 8)]),
+    'reject-q-shift-int64-max': dict(seqlen_q=4, seqlen_k=4, q_shift=I64_MAX),
+    # fa_params 0.2's q_shift (a query chunk of a longer sequence), with causal and ALiBi; and a
+    # 0.1-size struct, whose library ignores it.
+    'ok-fixed-fp32-causal-alibi-q-shift': dict(batch=1, heads_q=2, heads_kv=1, seqlen_q=20,
+                                               seqlen_k=50, causal=True, alibi='1d',
+                                               q_shift=-13, data_seed=9),
+    'ok-struct-size-v0-1-ignores-q-shift': dict(seqlen_q=9, seqlen_k=30, causal=True, q_shift=-5,
+                                                edits=[('struct_size_v0_1',)], data_seed=10),
     'reject-max-seqlen-below-longest': dict(batch=2, lens=[(9, 3), (2, 2)],
                                             max_seqlen_q_fwd=('+', -1),
                                             max_seqlen_q_bwd=('+', -2)),
@@ -278,6 +291,10 @@ SEEDS = {
         raw='002b0100160000002b1702020200060000ffffff1604fb0300003a2076616c7565206973206e6f7420640404'
             '04040404040404044e565f4c49424e50505f44040404040404040404040404040404040404046566696e6564'
             '00'),
+    # Found by the fuzzer once q_shift was in the format, a library bug: fp32, 2 x 2, d 16,
+    # window_right 30, q_shift -64: no query sees the key block, yet the CPU flash backward ran
+    # its query loop (row_begin == row_end > 0) on the K tile it had not loaded (dQ NaN).
+    'regress-fuzz-q-shift-block-seen-by-no-row': dict(raw='000001000000000f020200080000001f0040'),
     'regress-fuzz-fp8-dout-in-forward': dict(
         raw='088101803a0000000101320f46fbfbfb9191910291ff000000919191919191803a0000000101320f46fbfbfb'
             '9191910291ff0000009117d5d5d5919191919191'),
