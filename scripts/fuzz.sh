@@ -4,11 +4,12 @@
 # (build-fuzz), then
 #   1. runs every seed of tests/fuzz/corpus/ once (regressions: each must pass), and reports the
 #      reproducers in tests/fuzz/found/ (known open bugs: reported, not counted as failures);
-#   2. fuzzes for FA_FUZZ_SECONDS (default 120) from a temporary copy of the seeds that passed.
+#   2. fuzzes for FA_FUZZ_SECONDS (default 120) from a temporary copy of the seeds that passed
+#      (FA_FUZZ_SEED / FA_FUZZ_RUNS: a fixed seed and number of inputs, as CI runs it).
 # Logs and the crash, timeout and out-of-memory inputs go to build-fuzz/artifacts/ (seeds/ for
 # step 1, fresh/ for step 2); the script exits non-zero when a seed of the corpus failed or the
 # fresh run found anything.
-#   [FA_FUZZ_SECONDS=120] scripts/fuzz.sh
+#   [FA_FUZZ_SECONDS=120] [FA_FUZZ_SEED=N FA_FUZZ_RUNS=N] scripts/fuzz.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,11 +70,16 @@ if compgen -G "tests/fuzz/found/*" >/dev/null; then
   for seed in tests/fuzz/found/*; do run_seed "$seed" || true; done
 fi
 
+# FA_FUZZ_SEED and FA_FUZZ_RUNS make the fresh run reproducible (the same inputs every time for
+# the same build: CI's, so that it cannot turn red by chance); FA_FUZZ_SECONDS still caps it.
 seconds=${FA_FUZZ_SECONDS:-120}
+bound=(-max_total_time="$seconds")
+[ -n "${FA_FUZZ_SEED:-}" ] && bound+=(-seed="$FA_FUZZ_SEED")
+[ -n "${FA_FUZZ_RUNS:-}" ] && bound+=(-runs="$FA_FUZZ_RUNS")
 log="$artifacts/fresh/fuzz.log"
-echo "fuzz: fresh run, ${seconds} s, from the $(ls "$work" | wc -l) seeds that passed"
+echo "fuzz: fresh run (${bound[*]}) from the $(ls "$work" | wc -l) seeds that passed"
 status=0
-"$fuzzer" "${opts[@]}" -artifact_prefix="$artifacts/fresh/" -max_total_time="$seconds" \
+"$fuzzer" "${opts[@]}" -artifact_prefix="$artifacts/fresh/" "${bound[@]}" \
   -print_final_stats=1 "$work" >"$log" 2>&1 || status=$?
 grep -E 'stat::number_of_executed_units|stat::average_exec_per_sec' "$log" || true
 found=$(find "$artifacts/fresh" -type f ! -name '*.log' | wc -l)
