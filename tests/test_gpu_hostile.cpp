@@ -94,6 +94,15 @@ fa_status run_any(const fa_params& p, bool backward, std::string* msg) {
   return st;
 }
 
+// Two runs of one problem left the same bytes in out, lse, dq, dk and dv (pr: their host shapes).
+void expect_same_bytes(const DeviceProblem& a, const DeviceProblem& b, Problem& pr) {
+  EXPECT_EQ(a.out.bytes(pr.out), b.out.bytes(pr.out)) << "out";
+  EXPECT_EQ(a.lse.bytes(pr.lse), b.lse.bytes(pr.lse)) << "lse";
+  EXPECT_EQ(a.dq.bytes(pr.dq), b.dq.bytes(pr.dq)) << "dq";
+  EXPECT_EQ(a.dk.bytes(pr.dk), b.dk.bytes(pr.dk)) << "dk";
+  EXPECT_EQ(a.dv.bytes(pr.dv), b.dv.bytes(pr.dv)) << "dv";
+}
+
 bool all_bytes_are(const std::vector<unsigned char>& b, unsigned char x) {
   for (unsigned char c : b)
     if (c != x) return false;
@@ -177,10 +186,7 @@ TEST(GpuHostile, CheckedModeOnValidArraysGivesTheSameBytes) {
     run_pass(checked.p, backward);
   }
   if (HasFatalFailure()) return;
-  EXPECT_EQ(plain.out.bytes(pr.out), checked.out.bytes(pr.out));
-  EXPECT_EQ(plain.dq.bytes(pr.dq), checked.dq.bytes(pr.dq));
-  EXPECT_EQ(plain.dk.bytes(pr.dk), checked.dk.bytes(pr.dk));
-  EXPECT_EQ(plain.dv.bytes(pr.dv), checked.dv.bytes(pr.dv));
+  expect_same_bytes(plain, checked, pr);
   expect_device_results(pr, checked, true);
 }
 
@@ -202,11 +208,7 @@ TEST(GpuHostile, HugeMaxSeqlenGivesTheSameBytes) {
     run_pass(huge.p, backward);
   }
   if (HasFatalFailure()) return;
-  EXPECT_EQ(honest.out.bytes(pr.out), huge.out.bytes(pr.out));
-  EXPECT_EQ(honest.lse.bytes(pr.lse), huge.lse.bytes(pr.lse));
-  EXPECT_EQ(honest.dq.bytes(pr.dq), huge.dq.bytes(pr.dq));
-  EXPECT_EQ(honest.dk.bytes(pr.dk), huge.dk.bytes(pr.dk));
-  EXPECT_EQ(honest.dv.bytes(pr.dv), huge.dv.bytes(pr.dv));
+  expect_same_bytes(honest, huge, pr);
 }
 
 // The sanitize kernel (cuda/kernels/varlen/sanitize.h) gives exactly its sequential definition,
