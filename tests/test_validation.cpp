@@ -696,7 +696,9 @@ const std::vector<Entry>& catalogue() {
        "fa_cuda_device_count() on FA_DEVICE_CUDA",
        [](Call& c) { set_device(c.p, {FA_DEVICE_CUDA, fa_cuda_device_count()}); },
        FA_ERROR_DEVICE,
-       {"q.device.index=" + std::to_string(fa_cuda_device_count()) + " is not a CUDA device"}},
+       // The index in the message is the machine's device count; the fragments leave it out
+       // so that the catalogue document reads the same on every machine.
+       {"q.device.index=", " is not a CUDA device"}},
       {"cuda_index_negative", Base::Packed, kAll, "q.device.index (all tensors)",
        "-1 on FA_DEVICE_CUDA", [](Call& c) { set_device(c.p, {FA_DEVICE_CUDA, -1}); },
        FA_ERROR_DEVICE, {"q.device.index=-1 is not a CUDA device"}},
