@@ -2,7 +2,8 @@
 # Profiles our sm80 forward and PyTorch's FlashAttention-2 forward on the same shape with Nsight
 # Compute (GPU machine), writing the detail pages and per-instruction source counters to OUTDIR.
 # With --op bwd the main backward kernels instead (ours: bwd_kernel; FA2: its dq_dk_dv kernel).
-# Ends with bench/ncu_phases.py on both SASS pages (also in OUTDIR/phases.txt).
+# Both run through bench/profile_kernels.py (its --d, --s, --causal, --dtype, --op pass
+# through); it ends with bench/ncu_phases.py on both SASS pages (also in OUTDIR/phases.txt).
 #   [FA_LIB=build-gpu/libflashattn.so] bench/ncu_compare.sh OUTDIR [--d 128] [--s 4096] [--causal]
 #     [--op bwd]
 set -uo pipefail
@@ -23,8 +24,9 @@ run() {  # name kernel-regex command...
 }
 ours_kernel=fwd_kernel fa2_kernel=flash_fwd
 case " $* " in *" --op bwd "*) ours_kernel=bwd_kernel fa2_kernel=flash_bwd_dq_dk_dv ;; esac
-run ours "$ours_kernel" python3 bench/profile_fwd.py --lib "${FA_LIB:-build-gpu/libflashattn.so}" "$@"
-run fa2 "$fa2_kernel" python3 bench/profile_torch.py --backend fa2 "$@"
+run ours "$ours_kernel" python3 bench/profile_kernels.py --backend flashattn \
+  --lib "${FA_LIB:-build-gpu/libflashattn.so}" "$@"
+run fa2 "$fa2_kernel" python3 bench/profile_kernels.py --backend fa2 "$@"
 for n in ours fa2; do
   echo "== $n"
   grep -E "Duration|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Ipc A|Warp Cycles Per Issued|No Eligible|Executed Instructions  |Theoretical Occupancy|Local Memory Spill" "$out/$n-details.txt" | head -14

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""PNG charts from a benchmark record (fa-bench sweep / compare JSON, or bench/torch_compare.py):
+"""PNG charts from a benchmark record (fa-bench sweep / compare JSON, or bench/gpu_bench.py's;
+memory.png needs rows with peak_bytes: fa-bench's, or gpu_bench.py --memory's):
 
   tflops.png   TFLOP/s vs seqlen per backend, one panel per head_dim x causal (one op)
   memory.png   peak memory vs seqlen, log scale, one line per backend (standard vs flash)

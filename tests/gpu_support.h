@@ -34,7 +34,7 @@ inline bool skip_without_gpu(std::string* why) {
 
 // True, with the reason in *why, when this build has no CUDA kernel for head_dim
 // (cuda::kernel_head_dim). Only a build configured with fewer head dims than the default
-// (bench/gpu_tune.sh's FA_TUNE_HEAD_DIMS) skips cases; the default build has a kernel for every
+// (bench/ab.sh's FA_AB_HEAD_DIMS) skips cases; the default build has a kernel for every
 // head dim of the grids, so there nothing is skipped.
 inline bool skip_head_dim_not_built(int64_t head_dim, std::string* why) {
 #ifdef FA_TEST_CUDA

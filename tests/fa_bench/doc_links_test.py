@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The docs' links and the records' index hold together:
-- every relative markdown link in README.md, docs/*.md, bench/results/README.md and
-  dev/experiments/README.md names a file or folder of the repository, and a #fragment names a
-  heading of the target page (GitHub's anchors);
+- every relative markdown link in README.md, docs/*.md, bench/README.md,
+  bench/results/README.md and dev/experiments/README.md names a file or folder of the
+  repository, and a #fragment names a heading of the target page (GitHub's anchors);
 - every `bench/results/...` path quoted in those pages (no wildcard) exists;
 - every file at the top of bench/results/ is named in its README.md, and every folder under
   bench/results/archive/ has its line there (habit 15 of the style guide)."""
@@ -13,7 +13,7 @@ import sys
 import unicodedata
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-PAGES = (["README.md", "bench/results/README.md", "dev/experiments/README.md"]
+PAGES = (["README.md", "bench/README.md", "bench/results/README.md", "dev/experiments/README.md"]
          + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))))
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 QUOTED = re.compile(r"`(bench/results/[^`\s]+)`")
