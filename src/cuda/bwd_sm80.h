@@ -55,8 +55,8 @@ inline size_t bwd_rows(const Params& p) {
 // dK and dV (kBlockN x d fp32 over the block's 256 threads) stay at 128 registers a thread.
 constexpr int bwd_block_n(int kernel_d) { return kernel_d > 128 ? 64 : 128; }
 
-// Dynamic shared memory of the main kernel (BwdTraits::kSmemBytes; the launch asserts they
-// agree): K and V tiles of block_n keys, q_bufs buffers each of the Q and dO tiles (block_m
+// Dynamic shared memory of the main kernel (BwdTraits::kSmemBytes is this; the traits assert
+// that the kernel's layout fills it): K and V tiles of block_n keys, q_bufs buffers each of the Q and dO tiles (block_m
 // rows), all in 64-column blocks; the Pᵀ and dSᵀ tiles (block_n x block_m); q_bufs buffers of
 // LSE and D; a TMA barrier per buffer (8 bytes). The defaults are the default configuration's.
 constexpr int bwd_smem_bytes(int kernel_d, int block_m = kBwdBlockM, int block_n = 0,

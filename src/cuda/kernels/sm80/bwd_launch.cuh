@@ -112,13 +112,11 @@ void launch_bwd_main(const Params& p, const Context& ctx, const BwdWorkspace& ws
 template <int kHeadDim, typename Tag>
 void run_bwd(const Params& caller, const Context& ctx, void* workspace, cudaStream_t stream) {
   using T = BwdTraits<kHeadDim, Tag>;
+  // (The traits' shared memory is bwd_smem_bytes by definition: bwd_traits.h.)
   static_assert(T::kBlockM == kBwdBlockM && T::kBlockN == bwd_block_n(kHeadDim) &&
-                    T::kSmemBytes == bwd_smem_bytes(kHeadDim) &&
-                    BwdTraits<kHeadDim, Tag, false, kBwdWideBlockM>::kSmemBytes ==
-                        bwd_smem_bytes(kHeadDim, kBwdWideBlockM) &&
-                    BwdTraits<kHeadDim, Tag, false, kBwdBlockM, true>::kSmemBytes ==
-                        bwd_compact_smem_bytes(kHeadDim),
-                "bwd_sm80.h's workspace and shared-memory figures follow the traits");
+                    BwdTraits<kHeadDim, Tag, false, kBwdBlockM, true>::kBlockN ==
+                        kBwdCompactBlockN,
+                "bwd_sm80.h's configuration figures follow the traits");
   const int smem_optin = bwd_smem_optin(ctx);
   const BwdTail tail = bwd_tail(caller, ctx, kHeadDim);
   const BwdLayout layout = bwd_layout(caller, kHeadDim, tail);

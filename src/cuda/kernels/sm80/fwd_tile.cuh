@@ -15,6 +15,7 @@
 #include "cuda/arch/mma.cuh"
 #include "cuda/kernels/sm80/fwd_traits.h"
 #include "cuda/kernels/sm80/tile_ranges.h"
+#include "cuda/tile/warp_mma.cuh"
 
 namespace fa::cuda::sm80 {
 
@@ -133,38 +134,31 @@ struct QkGemm {
   const typename T::KvTile::LaneOffsets& k_lane;
   int warp;
 
+  // The A fragment of m-tile mt (Q), the B fragment of n-tile pair ntp (K), k-step ks.
+  __device__ __forceinline__ void load_a(uint32_t (&a)[4], int mt, int ks) const {
+    ldmatrix_x4(a, sQ + T::QTile::frag_offset(q_lane, warp * T::kRowsPerWarp + 16 * mt, ks * 16));
+  }
+  __device__ __forceinline__ void load_b(uint32_t (&b)[4], int ntp, int ks) const {
+    ldmatrix_x4(b, sK + T::KvTile::frag_offset(k_lane, ntp * 16, ks * 16));
+  }
   __device__ __forceinline__ void load_q(uint32_t (&a)[T::kMTiles][4], int ks) const {
 #pragma unroll
-    for (int mt = 0; mt < T::kMTiles; ++mt)
-      ldmatrix_x4(a[mt], sQ + T::QTile::frag_offset(q_lane, warp * T::kRowsPerWarp + 16 * mt,
-                                                     ks * 16));
+    for (int mt = 0; mt < T::kMTiles; ++mt) load_a(a[mt], mt, ks);
   }
   __device__ __forceinline__ void unit(float (&s)[T::kMTiles][T::kBlockN / 8][4],
                                        const uint32_t (&a)[T::kMTiles][4], int ks, int ntp) const {
     uint32_t b[4];
-    ldmatrix_x4(b, sK + T::KvTile::frag_offset(k_lane, ntp * 16, ks * 16));
-#pragma unroll
-    for (int mt = 0; mt < T::kMTiles; ++mt) {
-      mma_m16n8k16<typename T::Tag>(s[mt][2 * ntp], a[mt], {b[0], b[1]});
-      mma_m16n8k16<typename T::Tag>(s[mt][2 * ntp + 1], a[mt], {b[2], b[3]});
-    }
+    load_b(b, ntp, ks);
+    mma_unit<typename T::Tag>(s, a, b, ntp);
   }
   __device__ __forceinline__ static void zero(float (&s)[T::kMTiles][T::kBlockN / 8][4]) {
-#pragma unroll
-    for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < T::kBlockN / 8; ++nt)
-        s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
+    zero_acc(s);
   }
   __device__ __forceinline__ void run(float (&s)[T::kMTiles][T::kBlockN / 8][4]) const {
     zero(s);
-#pragma unroll
-    for (int ks = 0; ks < kSteps; ++ks) {
-      uint32_t a[T::kMTiles][4];
-      load_q(a, ks);
-#pragma unroll
-      for (int ntp = 0; ntp < kPairs; ++ntp) unit(s, a, ks, ntp);
-    }
+    warp_mma<typename T::Tag, kSteps>(
+        s, [this](uint32_t(&a)[4], int mt, int ks) { load_a(a, mt, ks); },
+        [this](uint32_t(&b)[4], int ntp, int ks) { load_b(b, ntp, ks); });
   }
 };
 
@@ -200,10 +194,7 @@ struct PvGemm {
     uint32_t b[4];
     ldmatrix_x4_trans(b, sV + T::KvTile::frag_offset(v_lane, kk * 16, ndp * 16));
 #pragma unroll
-    for (int mt = 0; mt < T::kMTiles; ++mt) {
-      mma_m16n8k16<typename T::Tag>(o[mt][2 * ndp], pp[mt][kk], {b[0], b[1]});
-      mma_m16n8k16<typename T::Tag>(o[mt][2 * ndp + 1], pp[mt][kk], {b[2], b[3]});
-    }
+    for (int mt = 0; mt < T::kMTiles; ++mt) mma_pair<typename T::Tag>(o[mt], pp[mt][kk], b, ndp);
   }
   __device__ __forceinline__ void run(float (&o)[T::kMTiles][T::kHeadDim / 8][4],
                                       const PackedP<T>& pp) const {

@@ -2,7 +2,7 @@
 //
 // Every choice below was measured on the H200 against PyTorch's FlashAttention-2 in the same run
 // (bf16, the standard grid; docs/performance.md has the records). The FA_SM80_FWD_* macros
-// override a choice for tuning runs (bench/gpu_tune.sh builds a second library with them); the
+// override a choice for tuning runs (bench/ab.sh cmake builds a second library with them); the
 // defaults are the measured winners.
 #pragma once
 
