@@ -8,7 +8,8 @@
 # Environment: FA_ARCHS (default 90a), FA_COMMIT (recorded in the JSON), FA_GPU_CHECK_PYTHON=0
 # (skip the Python test suite; the overhead check still runs), FA_CMAKE_ARGS (extra configure
 # options), FA_GPU_CHECK_FWD_BENCH=0 / FA_GPU_CHECK_BWD_BENCH=0 (skip the forward / backward
-# benchmark), FA_GTEST_SOURCE_DIR (a GoogleTest source tree when the machine has no package;
+# benchmark), FA_GPU_CHECK_BENCH_ARGS (more gpu_bench.py arguments for both, e.g. "--dtypes
+# bf16"), FA_GTEST_SOURCE_DIR (a GoogleTest source tree when the machine has no package;
 # default .deps/googletest). fa-bench needs CLI11 headers: the system's or .deps/CLI11 (carry
 # .deps to the GPU machine).
 set -uo pipefail
@@ -16,6 +17,8 @@ cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [--full-bench]}
 bench_args=(--quick)
 [ "${2:-}" = "--full-bench" ] && bench_args=()
+read -r -a extra_bench_args <<< "${FA_GPU_CHECK_BENCH_ARGS:-}"
+bench_args+=("${extra_bench_args[@]}")
 mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH
 gtest_src=${FA_GTEST_SOURCE_DIR:-$PWD/.deps/googletest}
@@ -35,7 +38,7 @@ if [ $rc -ne 0 ]; then tail -40 "$out/build.log"; exit 1; fi
 # (their logs concatenated into gpu-tests.log; rc is the worst shard's).
 t0=$(date +%s)
 shards=${FA_GPU_CHECK_SHARDS:-4}
-gpu_filter='Grid/Gpu*:*VanillaGpu*:GpuBackward*:HeadDims/GpuDropout*:HeadDims/GpuDeterministic*:HeadDims/GpuBwdTail*:Arrays/GpuHostile*:GpuHostile*'
+gpu_filter='Grid/Gpu*:*VanillaGpu*:GpuBackward*:GpuForwardLse*:HeadDims/GpuDropout*:HeadDims/GpuDeterministic*:HeadDims/GpuBwdTail*:Arrays/GpuHostile*:GpuHostile*'
 pids=()
 for ((i = 0; i < shards; ++i)); do
   GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i ./build-gpu/tests/fa_tests \
@@ -47,9 +50,13 @@ for p in "${pids[@]}"; do wait "$p" || rc=$?; done
 cat "$out"/gpu-tests-*.log > "$out/gpu-tests.log" && rm -f "$out"/gpu-tests-*.log
 summary+=("gpu tests: rc=$rc, $(grep -cE '^\[ +OK' "$out/gpu-tests.log") ok, $(grep -cE '^\[  FAILED' "$out/gpu-tests.log") failed lines, $(grep -cE '^\[  SKIPPED' "$out/gpu-tests.log") skipped, $(( $(date +%s) - t0 ))s")
 
+# Per-kernel SASS instruction counts (scripts/sass_counts.py), for before / after comparisons.
+python3 scripts/sass_counts.py build-gpu/libflashattn.so > "$out/sass.tsv" 2> "$out/sass.log"
+summary+=("sass counts: rc=$? $(($(wc -l < "$out/sass.tsv") - 1)) kernels in sass.tsv")
+
 # memcheck (with the hostile cu_seqlens of test_gpu_hostile.cpp) and racecheck side by side.
 t0=$(date +%s)
-memcheck_filter='*Gpu*s113x203*:*GpuDropout*d64:HeadDims/GpuBwdTail*d64:Arrays/GpuHostile*:GpuHostile*'
+memcheck_filter='*Gpu*s113x203*:*GpuDropout*d64:GpuForwardLse*:HeadDims/GpuBwdTail*d64:Arrays/GpuHostile*:GpuHostile*'
 racecheck_filter='*Gpu*_d64_*s113x203*:*Gpu*s113x203*_d64*:Grid/Gpu*s799x3*:HeadDims/GpuBwdTail*d64'
 {
   compute-sanitizer --tool memcheck --error-exitcode 9 ./build-gpu/tests/fa_tests \

@@ -153,9 +153,10 @@ TEST(CpuOnlyFeatures, RefusedForCudaTensors) {
   };
   EXPECT_NO_THROW(check_cpu_only_features(cuda(false), false));
   EXPECT_NO_THROW(check_cpu_only_features(cuda(true), true));
+  // A forward without its LSE runs on every backend (GpuForwardLse tests the CUDA kernels).
   fa_params p = cuda(false);
   p.lse.data = nullptr;
-  expect_refused(p, false, "lse=NULL");
+  EXPECT_NO_THROW(check_cpu_only_features(p, false));
   p = cuda(false);
   p.block_table = table.view().raw;
   expect_refused(p, false, "block_table");

@@ -82,6 +82,55 @@ TEST_P(Gpu, ForwardMatchesReference) {
 #endif
 }
 
+// A forward without its LSE (lse.data = NULL, the inference call): on both CUDA families, out
+// is bit for bit the out of the same call with an LSE, and the LSE tensor a call would have
+// written stays as it was (its 0xFF poison): fixed-length and packed, causal, GQA, and a packed
+// batch with empty sequences.
+TEST(GpuForwardLse, NullLseGivesTheSameOutAndWritesNoLse) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+#ifdef FA_TEST_CUDA
+  std::vector<Case> cases;
+  for (const bool varlen : {false, true}) {
+    Case c;
+    c.dtype = varlen ? FA_DTYPE_FP16 : FA_DTYPE_BF16;
+    c.batch = 3;
+    c.heads_q = 4;
+    c.heads_kv = varlen ? 2 : 4;
+    c.head_dim = varlen ? 64 : 128;
+    c.seqlen_q = 131;
+    c.seqlen_k = 203;
+    c.causal = varlen;
+    if (varlen) {
+      c.lens_q = {131, 0, 57};
+      c.lens_k = {203, 9, 0};
+    }
+    c.seed = 4141;
+    cases.push_back(c);
+  }
+  for (const Case& c : cases)
+    for (const fa_backend backend : {FA_BACKEND_AUTO, FA_BACKEND_VANILLA}) {
+      SCOPED_TRACE(::testing::Message() << "backend " << int(backend) << ", packed " << c.varlen());
+      Problem pr(c);
+      DeviceProblem with(pr, backend), without(pr, backend);
+      without.p.lse.data = nullptr;
+      size_t a = 0, b = 0;
+      ASSERT_EQ(fa_forward_workspace_size(&with.p, &a), FA_OK) << fa_last_error();
+      ASSERT_EQ(fa_forward_workspace_size(&without.p, &b), FA_OK) << fa_last_error();
+      EXPECT_LE(b, a);
+      run_pass(with.p, false);
+      run_pass(without.p, false);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(with.out.bytes(pr.out), without.out.bytes(pr.out));
+      const std::vector<unsigned char> lse = without.lse.bytes(pr.lse);
+      size_t poisoned = 0;
+      for (unsigned char x : lse) poisoned += x == 0xFF;
+      EXPECT_EQ(poisoned, lse.size()) << "the LSE tensor not passed was written";
+      expect_device_results(pr, with, false);
+    }
+#endif
+}
+
 #ifdef FA_TEST_CUDA
 // dq, dk and dv still hold DeviceProblem's 0xFF poison: a refused call wrote nothing.
 void expect_grads_untouched(Problem& pr, const DeviceProblem& dev) {

@@ -507,7 +507,6 @@ void check_cpu_only_features(const fa_params& p, bool backward) {
   auto refuse = [](const char* what) {
     fail(FA_ERROR_UNSUPPORTED, what, " is supported on the CPU backend only in this build");
   };
-  if (!backward && p.lse.data == nullptr) refuse("lse=NULL (a forward without its LSE)");
   if (p.block_table.data != nullptr) refuse("block_table (a paged KV cache)");
   if (p.cache_seqlens.data != nullptr) refuse("cache_seqlens (a KV cache's lengths)");
   if (p.q_shift != 0) refuse("q_shift != 0");

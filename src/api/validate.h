@@ -11,7 +11,7 @@ Params validate_forward(const fa_params* params);
 Params validate_backward(const fa_params* params);
 
 // FA_ERROR_UNSUPPORTED naming the first feature of the call that only the CPU backend implements
-// in this build (lse=NULL in the forward, block_table, cache_seqlens, q_shift, an fp32 out or
+// in this build (block_table, cache_seqlens, q_shift, an fp32 out or
 // dout with 16-bit inputs) when its tensors (q's device) are not on the CPU. validate_* call it;
 // exposed so that a CPU-only build can test it. p must be in the current layout.
 void check_cpu_only_features(const fa_params& p, bool backward);

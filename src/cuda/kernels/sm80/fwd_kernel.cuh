@@ -274,7 +274,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
       // LSE = max logit + ln(l), the max in natural units (scale applied unless logits already
       // are): exact where going through log2 units would lose ~|m| * 2^-23 twice.
       const float m_nat = transform ? st.m[mt][r] : st.m[mt][r] * p.softmax_scale;
-      if (t == 0 && row < sq.len_q)
+      if (t == 0 && row < sq.len_q && p.lse.data != nullptr)  // NULL: the caller wants none
         p.lse.at(b, h, sq.q_start + row) = empty ? kNegInf : m_nat + logf(l);
     }
   __syncwarp();

@@ -133,7 +133,8 @@ __global__ void __launch_bounds__(kRowThreads) softmax_forward(Params p, RowBatc
     if (empty) return 0.f;
     return expf(ctx(s, j) - mx) * inv * ctx.keep_factor(j);
   });
-  if (threadIdx.x == 0) p.lse.at(ctx.b, ctx.h, t.q_row0 + i) = empty ? -INFINITY : mx + logf(sum);
+  if (threadIdx.x == 0 && p.lse.data != nullptr)  // NULL: a forward without its LSE
+    p.lse.at(ctx.b, ctx.h, t.q_row0 + i) = empty ? -INFINITY : mx + logf(sum);
 }
 
 // S (raw Q·Kᵀ) and dP (dO·Vᵀ), fp32 -> dropped P (T, over S) and

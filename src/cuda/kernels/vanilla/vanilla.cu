@@ -191,7 +191,9 @@ struct Runner {
     const RowBlock q_rows{t.b_first, s.n_b, t.q_row0, t.len_q, p.heads_q, p.head_dim};
     if (t.len_k == 0) {  // no keys: out = 0, lse = -inf, as the reference
       zero_rows<T><<<blocks_for(q_rows.elems()), kCopyThreads, 0, stream>>>(p.out, q_rows);
-      empty_lse<<<blocks_for(q_rows.elems() / p.head_dim), kCopyThreads, 0, stream>>>(p.lse, q_rows);
+      if (p.lse.data != nullptr)  // NULL: a forward without its LSE
+        empty_lse<<<blocks_for(q_rows.elems() / p.head_dim), kCopyThreads, 0, stream>>>(p.lse,
+                                                                                      q_rows);
       return launched("vanilla empty-sequence kernels");
     }
     scores_gemm(s, p.q, p.k, scores());
