@@ -38,7 +38,7 @@ if [ $rc -ne 0 ]; then tail -40 "$out/build.log"; exit 1; fi
 # (their logs concatenated into gpu-tests.log; rc is the worst shard's).
 t0=$(date +%s)
 shards=${FA_GPU_CHECK_SHARDS:-4}
-gpu_filter='Grid/Gpu*:*VanillaGpu*:GpuBackward*:GpuForwardLse*:HeadDims/GpuDropout*:HeadDims/GpuDeterministic*:HeadDims/GpuBwdTail*:Arrays/GpuHostile*:GpuHostile*'
+gpu_filter='Grid/Gpu*:*VanillaGpu*:GpuBackward*:GpuForwardLse*:Shapes/GpuWgmma*:HeadDims/GpuDropout*:HeadDims/GpuDeterministic*:HeadDims/GpuBwdTail*:Arrays/GpuHostile*:GpuHostile*'
 pids=()
 for ((i = 0; i < shards; ++i)); do
   GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i ./build-gpu/tests/fa_tests \
@@ -56,7 +56,7 @@ summary+=("sass counts: rc=$? $(($(wc -l < "$out/sass.tsv") - 1)) kernels in sas
 
 # memcheck (with the hostile cu_seqlens of test_gpu_hostile.cpp) and racecheck side by side.
 t0=$(date +%s)
-memcheck_filter='*Gpu*s113x203*:*GpuDropout*d64:GpuForwardLse*:HeadDims/GpuBwdTail*d64:Arrays/GpuHostile*:GpuHostile*'
+memcheck_filter='*Gpu*s113x203*:*GpuDropout*d64:GpuForwardLse*:Shapes/GpuWgmma*:HeadDims/GpuBwdTail*d64:Arrays/GpuHostile*:GpuHostile*'
 racecheck_filter='*Gpu*_d64_*s113x203*:*Gpu*s113x203*_d64*:Grid/Gpu*s799x3*:HeadDims/GpuBwdTail*d64'
 {
   compute-sanitizer --tool memcheck --error-exitcode 9 ./build-gpu/tests/fa_tests \

@@ -62,4 +62,48 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, int c
 #endif
 }
 
+// The box of a rank-3 tensor map at (c0 innermost, c1, c2) into shared memory at dst, completing
+// on barrier bar (as tma_load_4d).
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, int c0, int c1, int c2,
+                                            uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+#endif
+}
+
+// Shared memory at src to the box of a rank-4 tensor map at (c0 .. c3): a bulk store the
+// issuing thread later waits for with tma_store_commit / tma_store_wait. Elements of the box
+// outside the tensor are not written. The shared memory must have been written before, made
+// visible to the async proxy (fence_proxy_async_shared, sync.cuh) and a barrier passed.
+__device__ __forceinline__ void tma_store_4d(const void* map, uint32_t src, int c0, int c1, int c2,
+                                             int c3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+          reinterpret_cast<uint64_t>(map)),
+      "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+#endif
+}
+
+// Closes the issuing thread's group of bulk stores.
+__device__ __forceinline__ void tma_store_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+
+// Waits until at most kPending of the issuing thread's store groups still read shared memory (the
+// buffer may then be written again).
+template <int kPending>
+__device__ __forceinline__ void tma_store_wait_read() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
 }  // namespace fa::cuda

@@ -1,0 +1,70 @@
+// The sm90 synchronisation the warp-specialised kernels use besides the mbarriers of tma.cuh:
+// named barriers (bar.sync / bar.arrive on ids 1..15; id 0 is __syncthreads'), the register
+// reallocation between warpgroups (setmaxnreg), the proxy fence that orders ordinary
+// shared-memory stores before the copy engine's or wgmma's reads, and the plain mbarrier arrival
+// a consumer uses to release a buffer. Each compiles to nothing below sm90 (setmaxnreg: below
+// sm_90a); callers branch on the architecture first.
+#pragma once
+
+#include <cstdint>
+
+namespace fa::cuda {
+
+// Named barrier ids, one enum for every kernel that uses them, so that two roles never share an
+// id by accident. 0 is __syncthreads'.
+enum class NamedBarrier : uint32_t {
+  kConsumers = 1,       // every consumer warpgroup (a shared epilogue step)
+  kPingPong0 = 2,       // warpgroup 0's turn at the tensor cores (ping-pong schedule)
+  kPingPong1 = 3,       // warpgroup 1's turn
+  kEpilogue = 4,        // the epilogue's shared-memory staging, per warpgroup pair
+  kFirstFree = 5,       // ids from here on are free for a new role
+};
+
+// Waits until `threads` threads (a multiple of 32) have arrived at barrier id, counting this one.
+__device__ __forceinline__ void named_barrier_sync(NamedBarrier id, uint32_t threads) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("bar.sync %0, %1;\n" ::"r"(uint32_t(id)), "r"(threads) : "memory");
+#endif
+}
+
+// Arrives at barrier id (of `threads` threads) without waiting.
+__device__ __forceinline__ void named_barrier_arrive(NamedBarrier id, uint32_t threads) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(uint32_t(id)), "r"(threads) : "memory");
+#endif
+}
+
+// The warpgroup's register budget a thread, raised or lowered (a multiple of 8 in 24..256). Takes
+// effect only with a register cap at kernel entry (__launch_bounds__(threads, 1)) and each role a
+// branch of one if / else; ptxas warns (C7508) when it ignores it.
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  static_assert(kRegs % 8 == 0 && kRegs >= 24 && kRegs <= 256, "setmaxnreg takes 24..256 by 8");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  static_assert(kRegs % 8 == 0 && kRegs >= 24 && kRegs <= 256, "setmaxnreg takes 24..256 by 8");
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#endif
+}
+
+// This thread's ordinary shared-memory stores, ordered before later reads by the async proxy (the
+// copy engine's TMA stores, wgmma's operand reads). Each writing thread, before the barrier.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// A plain arrival on an mbarrier (a consumer's release of a buffer to the producer).
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
+}  // namespace fa::cuda
