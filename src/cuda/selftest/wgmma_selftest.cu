@@ -67,7 +67,8 @@ __global__ void __launch_bounds__(128) wgmma_gemm_kernel(const uint16_t* a, cons
 
 template <int kN, int kK, bool kRS, bool kBmn>
 std::string launch(const uint16_t* a, const uint16_t* b, float* c) {
-  const size_t bytes = size_t(2) * (SwizzledTile<64, kK>::kElems + kN * kK);
+  using BTile = std::conditional_t<kBmn, SwizzledTile<kK, kN>, SwizzledTile<kN, kK>>;
+  const size_t bytes = size_t(2) * (SwizzledTile<64, kK>::kElems + BTile::kElems);  // padded
   auto kernel = wgmma_gemm_kernel<kN, kK, kRS, kBmn>;
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(bytes));
