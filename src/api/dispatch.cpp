@@ -2,11 +2,13 @@
 
 #include <exception>
 #include <optional>
+#include <string>
 
 #include "core/error.h"
 #include "cpu/backend.h"
 #ifdef FA_WITH_CUDA
 #include "cuda/backend.h"
+#include "cuda/fwd_sm90.h"
 #include "cuda/kernels/vanilla/vanilla.h"
 #endif
 
@@ -30,6 +32,10 @@ struct Family {
   size_t (*min_workspace)(const Params& p, Pass pass, const Context& ctx);
   void (*run)(const Params& p, Pass pass, const Context& ctx, void* ws, size_t bytes,
               void* stream);
+  // A family in front of a general one (cuda-sm90 before cuda-sm80): its refusal is reported
+  // only when no later family has one, so that a call no family serves hears the general
+  // family's reason (fp32 on CUDA, a head dim, ...), not "cuda-sm90: off".
+  bool preferred_only = false;
 };
 
 namespace {
@@ -75,6 +81,21 @@ struct Sm80Row {
   }
 };
 
+// ---- CUDA: the sm90 family (Hopper-native: TMA, wgmma, warp specialisation), forward only ---
+struct Sm90Row {
+  static void check(const Params& p, Pass pass, const Context& ctx) {
+    if (pass == Pass::Backward)
+      fail(FA_ERROR_UNSUPPORTED, "cuda-sm90 has no backward yet (issue 28)");
+    cuda::check_forward(p, ctx);  // what every CUDA kernel needs (arch, dtype, alignment, sizes)
+    const std::string why = cuda::sm90_fwd_refusal(p, ctx);
+    if (!why.empty()) fail(FA_ERROR_UNSUPPORTED, "cuda-sm90: ", why);
+  }
+  static size_t workspace(const Params&, Pass, const Context&) { return 0; }
+  static void run(const Params& p, Pass, const Context& ctx, void*, size_t, void* stream) {
+    cuda::sm90_forward(p, ctx, stream);
+  }
+};
+
 // ---- CUDA: standard attention (cuBLAS + softmax kernel, S / P in the workspace) -------------
 struct VanillaRow {
   static void check(const Params& p, Pass, const Context& ctx) { cuda::vanilla::check(p, ctx); }
@@ -93,9 +114,11 @@ struct VanillaRow {
 #endif
 
 // The registry, in order of preference per device: dispatch takes the first row that serves the
-// call's backend and supports it. (The Hopper-native family will be the first CUDA row.)
+// call's backend and supports it.
 const Family kFamilies[] = {
 #ifdef FA_WITH_CUDA
+    {"cuda-sm90", FA_DEVICE_CUDA, kAuto | kFlash, Sm90Row::check, Sm90Row::workspace,
+     Sm90Row::workspace, Sm90Row::run, true},
     {"cuda-sm80", FA_DEVICE_CUDA, kAuto | kFlash, Sm80Row::check, Sm80Row::workspace,
      Sm80Row::workspace, Sm80Row::run},
     {"cuda-vanilla", FA_DEVICE_CUDA, kVanilla, VanillaRow::check, VanillaRow::workspace,
@@ -130,17 +153,19 @@ Context default_context(const Params& p) {
 }
 
 const Family& select_kernel(const Params& p, Pass pass, const Context& ctx) {
-  std::exception_ptr first_refusal;
+  std::exception_ptr first_refusal, preferred_refusal;
   for (const Family& f : kFamilies) {
     if (f.device != p.device.type || !(f.serves & (1u << p.backend))) continue;
     try {
       f.check(p, pass, ctx);
       return f;
     } catch (const ApiError&) {
-      if (!first_refusal) first_refusal = std::current_exception();
+      std::exception_ptr& slot = f.preferred_only ? preferred_refusal : first_refusal;
+      if (!slot) slot = std::current_exception();
     }
   }
   if (first_refusal) std::rethrow_exception(first_refusal);
+  if (preferred_refusal) std::rethrow_exception(preferred_refusal);
   if (p.device.type == FA_DEVICE_CUDA) {
 #ifdef FA_WITH_CUDA
     fail(FA_ERROR_BACKEND, "backend=", backend_name(p.backend),

@@ -18,6 +18,9 @@
 #ifndef FA_TUNING_SM80_BWD_PDL
 #define FA_TUNING_SM80_BWD_PDL 1
 #endif
+#ifndef FA_TUNING_SM90_FWD
+#define FA_TUNING_SM90_FWD 0
+#endif
 
 namespace fa {
 
@@ -32,6 +35,9 @@ struct Tuning {
   int sm80_bwd_tail_min_steps = FA_TUNING_SM80_BWD_TAIL_MIN_STEPS;
   // The sm80 backward's main kernel as the preprocess's programmatic dependent (sm90 and later).
   bool sm80_bwd_pdl = FA_TUNING_SM80_BWD_PDL != 0;
+  // The Hopper-native forward family (cuda-sm90) takes the calls it serves on sm90. Off until it
+  // has passed the GPU suite; its tests turn it on (tests/test_gpu_sm90.cpp).
+  bool sm90_fwd = FA_TUNING_SM90_FWD != 0;
 };
 
 // What a call's launchers need beyond its Params: the device's properties (queried once per

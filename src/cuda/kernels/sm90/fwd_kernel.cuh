@@ -1,0 +1,261 @@
+// The Hopper-native forward (sm_90a), first version (issue 25): warp specialisation with a TMA
+// producer and two consumer warpgroups, S = Q·Kᵀ by SS-wgmma, P kept in registers as the A
+// operand of an RS-wgmma for O += P·V (V read MN-major through the transpose bit), the online
+// softmax in fp32 with exp2. One block per (128-query tile, query head, batch entry).
+//
+//   warpgroup 0  producer: one thread issues the Q tile's TMA copies once and the K / V tiles'
+//                through a ring of kStages stages (full barriers: the copies' bytes; empty
+//                barriers: the consumers' release); it gives most of its registers away
+//                (setmaxnreg) to
+//   warpgroups 1, 2  consumers: 64 query rows each (one wgmma m64 row block), the whole key
+//                range of the tile: S (64 x kBlockN, fp32 registers), softmax, P (bf16 / fp16
+//                registers), O (64 x d, fp32 registers), the epilogue straight from registers.
+//
+// Shared memory: Q [kBlockM x d], kStages x (K, V) [kBlockN x d], all in the 128-byte swizzled
+// 64-column blocks of tile/swizzle.h that TMA's SWIZZLE_128B writes and wgmma's descriptors
+// read (wgmma_desc.h; both checked on the H200 by tests/test_gpu_wgmma.cpp), then the barriers.
+//
+// Served (sm90_fwd_supports in fwd_sm90.h says why not otherwise): fp16 / bf16, a fixed-length
+// batch, head dims up to the kernel's (64, 128, 256; columns past head_dim arrive as TMA zeros
+// and are not stored), GQA / MQA, causal (bottom-right) or none, seqlen_q != seqlen_k, LSE
+// optional. Not yet: windows, softcap, ALiBi, dropout, packed batches, intra-warpgroup overlap,
+// ping-pong, a persistent scheduler, the TMA-store epilogue. Not yet run on a GPU.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/params.h"
+#include "cuda/arch/ldmatrix.cuh"
+#include "cuda/arch/mma.cuh"
+#include "cuda/arch/sync.cuh"
+#include "cuda/arch/tma.cuh"
+#include "cuda/arch/wgmma.cuh"
+#include "cuda/arch/wgmma_desc.h"
+#include "cuda/tensor_map.h"
+#include "cuda/tile/swizzle.h"
+
+namespace fa::cuda::sm90 {
+
+// The tile sizes per head dim: 128 queries a block (two consumer warpgroups of 64 rows); keys a
+// tile 128 up to d = 128 (S: 64 fp32 registers a thread, O: d / 2), 64 at d = 256 (O already
+// holds 128 registers); two stages of K and V. Shared memory: d 64 80 KB, d 128 160 KB, d 256
+// 192 KB (the H200 gives a block 227 KB).
+template <int kHeadDim_, typename Tag_>
+struct FwdTraits {
+  using Tag = Tag_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "instantiated: 64, 128, 256");
+  static constexpr int kConsumers = 2;              // consumer warpgroups
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kBlockM = 64 * kConsumers;   // queries a block
+  static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;  // keys a tile
+  static constexpr int kStages = 2;
+  // Registers a thread after the hand-over: 128 x 40 + 256 x 232 = 64512 of the SM's 65536.
+  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  using QTile = SwizzledTile<kBlockM, kHeadDim>;
+  using KvTile = SwizzledTile<kBlockN, kHeadDim>;
+  static constexpr int kQBytes = QTile::kElems * 2, kKvBytes = KvTile::kElems * 2;
+  // Q, then per stage K and V, then the barriers: q_full, k_full[s], v_full[s], empty[s].
+  static constexpr int kBarOffset = kQBytes + 2 * kStages * kKvBytes;
+  static constexpr int kSmemBytes = kBarOffset + 8 * (1 + 3 * kStages);
+  static_assert(kQBytes % 1024 == 0 && kKvBytes % 1024 == 0, "tiles on 1024-byte boundaries");
+};
+
+// The TMA maps of q, k, v (boxes of 64 columns x kBlockM or kBlockN rows of one head).
+struct FwdMaps {
+  CUtensorMap q, k, v;
+};
+
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <int kN>
+__device__ __forceinline__ float (&frag4(float (&acc)[kN], int j))[4] {
+  return *reinterpret_cast<float(*)[4]>(&acc[4 * j]);
+}
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1)
+    fwd_kernel(const __grid_constant__ Params p, const __grid_constant__ FwdMaps maps) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tag = typename T::Tag;
+  constexpr int kD = T::kHeadDim, kM = T::kBlockM, kN = T::kBlockN, kStages = T::kStages;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const uint32_t sQ = smem_addr(smem);
+  auto sK = [&](int s) { return sQ + uint32_t(T::kQBytes + 2 * s * T::kKvBytes); };
+  auto sV = [&](int s) { return sK(s) + uint32_t(T::kKvBytes); };
+  const uint32_t bars = sQ + T::kBarOffset;
+  const uint32_t q_full = bars;
+  auto k_full = [&](int s) { return bars + 8u * uint32_t(1 + s); };
+  auto v_full = [&](int s) { return bars + 8u * uint32_t(1 + kStages + s); };
+  auto empty = [&](int s) { return bars + 8u * uint32_t(1 + 2 * kStages + s); };
+
+  const int tid = threadIdx.x, wg = tid / 128, lane = tid % 32, warp = (tid % 128) / 32;
+  const int64_t m0 = int64_t(blockIdx.x) * kM, h = blockIdx.y, b = blockIdx.z;
+  const int64_t hk = h / (p.heads_q / p.heads_kv);
+  const int64_t len_q = p.seqlen_q, len_k = p.seqlen_k, shift = len_k - len_q;
+  const int n_blocks = int((len_k + kN - 1) / kN);
+  // Causal (bottom-right): the tile's last query sees keys up to m0 + kM - 1 + shift.
+  int n_end = n_blocks;
+  if (p.causal) {
+    const int64_t last = m0 + kM - 1 + shift;  // the tile's last row's last visible key
+    n_end = last < 0 ? 0 : int(last / kN + 1 < n_blocks ? last / kN + 1 : n_blocks);
+  }
+
+  if (tid == 0) {
+    mbar_init(q_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(k_full(s), 1);
+      mbar_init(v_full(s), 1);
+      mbar_init(empty(s), 4 * T::kConsumers);  // lane 0 of every consumer warp
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // ---- producer
+    setmaxnreg_dec<T::kProducerRegs>();
+    if (warp == 0 && lane == 0) {
+      mbar_arrive_expect_tx(q_full, uint32_t(T::kQBytes));
+#pragma unroll
+      for (int blk = 0; blk < T::QTile::kBlocks; ++blk)
+        tma_load_4d(sQ + uint32_t(blk * kM * 128), &maps.q, blk * 64, int(h), int(m0), int(b),
+                    q_full);
+      for (int it = 0; it < n_end; ++it) {
+        const int s = it % kStages;
+        if (it >= kStages) mbar_wait(empty(s), uint32_t(((it / kStages) & 1) ^ 1));
+        mbar_arrive_expect_tx(k_full(s), uint32_t(T::kKvBytes));
+#pragma unroll
+        for (int blk = 0; blk < T::KvTile::kBlocks; ++blk)
+          tma_load_4d(sK(s) + uint32_t(blk * kN * 128), &maps.k, blk * 64, int(hk), it * kN,
+                      int(b), k_full(s));
+        mbar_arrive_expect_tx(v_full(s), uint32_t(T::kKvBytes));
+#pragma unroll
+        for (int blk = 0; blk < T::KvTile::kBlocks; ++blk)
+          tma_load_4d(sV(s) + uint32_t(blk * kN * 128), &maps.v, blk * 64, int(hk), it * kN,
+                      int(b), v_full(s));
+      }
+    }
+    return;
+  }
+
+  // ---- consumers: warpgroup c takes query rows m0 + 64 c .. + 63; this thread rows r0, r0 + 8.
+  setmaxnreg_inc<T::kConsumerRegs>();
+  const int c = wg - 1, g = lane / 4, t = lane % 4;
+  const int64_t r0 = m0 + 64 * c + 16 * warp + g;
+  const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
+  float o[kD / 2];
+#pragma unroll
+  for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
+  float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // log2 units of the scaled scores
+  const uint32_t sQc = sQ + uint32_t(64 * c * 128);      // this warpgroup's 64 rows of Q
+  mbar_wait(q_full, 0);
+
+  for (int it = 0; it < n_end; ++it) {
+    const int s = it % kStages;
+    const uint32_t ph = uint32_t((it / kStages) & 1);
+    float sc[kN / 2];
+    mbar_wait(k_full(s), ph);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks)
+      wgmma_ss<Tag, kN>(sc, kmajor_sw128_desc(sQc, kM, 16 * ks),
+                        kmajor_sw128_desc(sK(s), kN, 16 * ks), ks > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_acc_fence(sc);
+
+    // Mask (the last key tile past len_k; causal tiles reaching past a row's diagonal), then
+    // the online softmax on this thread's two rows.
+    const int64_t n0 = int64_t(it) * kN;
+    const bool need_mask =
+        n0 + kN > len_k || (p.causal && n0 + kN - 1 > m0 + 64 * c + shift);
+    if (need_mask) {
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t key = n0 + 8 * j + 2 * t + (e & 1), row = r0 + 8 * (e / 2);
+          if (key >= len_k || (p.causal && key > row + shift)) sc[4 * j + e] = -INFINITY;
+        }
+    }
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float m = mx[r];
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j)
+        m = fmaxf(m, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]) * scale_log2);
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+      // A row that has seen no key keeps m = -inf: shift by 0 so that exp2(-inf) = 0, not NaN.
+      const float base = m == -INFINITY ? 0.f : m;
+      alpha[r] = exp2_approx(mx[r] - base);
+      mx[r] = m;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pr = exp2_approx(fmaf(sc[4 * j + 2 * r + e], scale_log2, -base));
+          sc[4 * j + 2 * r + e] = pr;
+          sum += pr;
+        }
+      l[r] = l[r] * alpha[r] + sum;
+    }
+#pragma unroll
+    for (int j = 0; j < kD / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
+
+    // P as the A operand of P·V: the C fragments of n-tiles 2 kk, 2 kk + 1 are the A fragment of
+    // k-step kk (mma.cuh).
+    uint32_t pf[kN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk) pack_a<Tag>(frag4(sc, 2 * kk), frag4(sc, 2 * kk + 1), pf[kk]);
+    mbar_wait(v_full(s), ph);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk)
+      wgmma_rs<Tag, kD, 1>(o, pf[kk], mnmajor_sw128_desc(sV(s), kN, 16 * kk), true);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_acc_fence(o);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty(s));  // this warp has done with stage s's K and V
+  }
+
+  // Epilogue: the row sums over the quad, O / l, LSE; stores straight from the registers (two
+  // 16-bit values a store; rows past len_q and columns past head_dim are not written).
+  const int d = int(p.head_dim);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = l[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int64_t row = r0 + 8 * r;
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    if (row < len_q) {
+      uint16_t* out = p.out.at<uint16_t>(b, row, h);
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j) {
+        const int col = 8 * j + 2 * t;
+        if (col < d)
+          *reinterpret_cast<uint32_t*>(out + col) =
+              pack2<Tag>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+      }
+      if (t == 0 && p.lse.data != nullptr)
+        p.lse.at(b, h, row) = sum > 0.f ? (mx[r] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
+    }
+  }
+#else
+  (void)p, (void)maps;
+#endif
+}
+
+}  // namespace fa::cuda::sm90

@@ -1,0 +1,94 @@
+// Host side of the Hopper-native forward (fwd_kernel.cuh): what it serves, the TMA maps, the
+// shared-memory opt-in and the launch, for head dims 64 / 128 / 256 and fp16 / bf16.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "core/error.h"
+#include "cuda/device_guard.h"
+#include "cuda/device_props.h"
+#include "cuda/fwd_sm90.h"
+#include "cuda/kernels/sm90/fwd_kernel.cuh"
+
+namespace fa::cuda {
+namespace {
+
+// The kernel head dim serving head_dim (the smallest of 64, 128, 256 at or above it).
+int sm90_kernel_head_dim(int64_t head_dim) {
+  return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : head_dim <= 256 ? 256 : 0;
+}
+
+bool built_for_sm90a() {
+  static const bool built = [] {
+    cudaFuncAttributes a{};
+    const bool ok = cudaFuncGetAttributes(&a, sm90::fwd_kernel<sm90::FwdTraits<64, Bf16Tag>>) ==
+                        cudaSuccess &&
+                    a.binaryVersion >= 90;
+    (void)cudaGetLastError();
+    return ok;
+  }();
+  return built;
+}
+
+template <class T>
+void launch(const Params& p, cudaStream_t stream) {
+  sm90::FwdMaps maps{};
+  const int64_t b = p.batch;
+  if (!encode_row_tiles(p.q, b, p.seqlen_q, p.heads_q, p.head_dim, T::kBlockM, &maps.q) ||
+      !encode_row_tiles(p.k, b, p.seqlen_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.k) ||
+      !encode_row_tiles(p.v, b, p.seqlen_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.v))
+    fail(FA_ERROR_UNSUPPORTED, "the sm90 forward's tensor maps could not be encoded for these views");
+  static std::atomic<uint64_t> opted_in{0};
+  cudaError_t err = opt_in_smem(reinterpret_cast<const void*>(sm90::fwd_kernel<T>), T::kSmemBytes,
+                                p.device.index, opted_in);
+  if (err != cudaSuccess)
+    fail(FA_ERROR_CUDA, "cudaFuncSetAttribute(fwd sm90 d", T::kHeadDim, "): ", cudaGetErrorString(err));
+  const dim3 grid(unsigned((p.seqlen_q + T::kBlockM - 1) / T::kBlockM), unsigned(p.heads_q),
+                  unsigned(p.batch));
+  sm90::fwd_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, maps);
+  err = cudaGetLastError();
+  if (err != cudaSuccess)
+    fail(FA_ERROR_CUDA, "forward kernel (sm90, d", T::kHeadDim, ") launch: ", cudaGetErrorString(err));
+}
+
+template <typename Tag>
+void run(const Params& p, cudaStream_t s) {
+  switch (sm90_kernel_head_dim(p.head_dim)) {
+    case 64: return launch<sm90::FwdTraits<64, Tag>>(p, s);
+    case 128: return launch<sm90::FwdTraits<128, Tag>>(p, s);
+    default: return launch<sm90::FwdTraits<256, Tag>>(p, s);
+  }
+}
+
+}  // namespace
+
+std::string sm90_fwd_refusal(const Params& p, const Context& ctx) {
+  if (!ctx.tuning.sm90_fwd) return "off (Tuning::sm90_fwd: not yet verified on a GPU)";
+  if (ctx.device.major != 9) return "needs an sm90 device";
+  if (!built_for_sm90a()) return "this build has no sm_90a code (FA_ARCHS)";
+  if (p.dtype != DType::BF16 && p.dtype != DType::F16) return "fp16 / bf16 only";
+  if (p.varlen()) return "packed batches (cu_seqlens) not yet";
+  if (p.window_left >= 0 || (p.window_right >= 0 && !(p.causal && p.window_right == 0)))
+    return "sliding windows not yet";
+  if (p.softcap > 0.f) return "softcap not yet";
+  if (p.alibi_slopes != nullptr) return "ALiBi not yet";
+  if (p.dropout_p > 0.f) return "dropout not yet";
+  if (p.q_shift != 0) return "q_shift not yet";
+  if (p.head_dim % 8 != 0 || sm90_kernel_head_dim(p.head_dim) == 0) return "head_dim";
+  if (p.seqlen_q > (int64_t(1) << 30) || p.seqlen_k > (int64_t(1) << 30)) return "seqlen > 2^30";
+  return "";
+}
+
+void sm90_forward(const Params& p, const Context& ctx, void* stream) {
+  (void)ctx;
+  DeviceGuard guard(p.device.index);
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (p.dtype == DType::BF16)
+    run<Bf16Tag>(p, s);
+  else
+    run<Fp16Tag>(p, s);
+}
+
+}  // namespace fa::cuda

@@ -1,0 +1,142 @@
+// The Hopper-native forward family (cuda-sm90, src/cuda/kernels/sm90/) on an sm90 GPU, with
+// Tuning::sm90_fwd on (off by default until this suite has passed): every case must be taken by
+// cuda-sm90 (asserted through the registry) and match the fp64 reference by FlashAttention's
+// rule, outputs poisoned, fresh inputs; the LSE-less call gives the same out. Skipped without an
+// sm90 GPU or in a build without sm_90a code; the calls it does not serve yet (windows, softcap,
+// ALiBi, dropout, packed batches) are the sm80 family's and are asserted to fall back there.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gpu_support.h"
+
+#ifdef FA_TEST_CUDA
+#include "api/internal.h"
+#endif
+
+namespace fa::test {
+namespace {
+
+#ifdef FA_TEST_CUDA
+
+Tuning sm90_on() {
+  Tuning t;
+  t.sm90_fwd = true;
+  return t;
+}
+
+std::string family(const fa_params& p, const Tuning& t) {
+  const char* name = nullptr;
+  if (internal::select_kernel(&p, Pass::Forward, t, &name) != FA_OK) return fa_last_error();
+  return name;
+}
+
+// Skips unless this machine and build can run cuda-sm90: an sm90 GPU and sm_90a code in the
+// build. Any other refusal of a plain bf16 call is a failure, not a skip (*why says it).
+bool skip_without_sm90(std::string* why) {
+  if (skip_without_gpu(why)) return true;
+  if (fa::cuda_device_props(0).major != 9) {
+    *why = "not an sm90 GPU";
+    return true;
+  }
+  Case c;
+  c.dtype = FA_DTYPE_BF16;
+  c.head_dim = 64;
+  Problem pr(c);
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  const std::string f = family(dev.p, sm90_on());
+  if (f == "cuda-sm90") return false;
+  *why = "cuda-sm90 refused a plain bf16 call: " + f;
+  return f.find("sm_90a") != std::string::npos;  // a build without sm_90a code: skip
+}
+
+std::vector<Case> sm90_cases() {
+  std::vector<Case> out;
+  int seed = 9000;
+  for (const fa_dtype dt : {FA_DTYPE_BF16, FA_DTYPE_FP16})
+    for (const int d : {64, 128, 256, 40, 96, 200})
+      for (const bool causal : {false, true})
+        for (const auto& [sq, sk] : std::vector<std::pair<int, int>>{{128, 128}, {113, 203}, {300, 77}, {1, 129}}) {
+          Case c;
+          c.dtype = dt;
+          c.batch = 2;
+          c.heads_q = 4;
+          c.heads_kv = d == 128 ? 1 : 2;  // MQA and GQA
+          c.head_dim = d;
+          c.seqlen_q = sq;
+          c.seqlen_k = sk;
+          c.causal = causal;
+          c.seed = uint64_t(seed++);
+          out.push_back(c);
+        }
+  return out;
+}
+
+class GpuSm90 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuSm90, ForwardMatchesReferenceAndRanSm90) {
+  std::string why;
+  if (skip_without_sm90(&why)) GTEST_SKIP() << why;
+  ASSERT_TRUE(why.empty()) << why;
+  Problem pr(GetParam());
+  DeviceProblem dev(pr, FA_BACKEND_AUTO), no_lse(pr, FA_BACKEND_AUTO);
+  const Tuning t = sm90_on();
+  ASSERT_EQ(family(dev.p, t), "cuda-sm90");
+  run_pass(dev.p, false, &t);
+  no_lse.p.lse.data = nullptr;
+  run_pass(no_lse.p, false, &t);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(dev.out.bytes(pr.out), no_lse.out.bytes(pr.out));
+  expect_device_results(pr, dev, false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, GpuSm90, ::testing::ValuesIn(sm90_cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name(); });
+
+// What the family does not serve yet goes to cuda-sm80, with the knob on.
+TEST(GpuSm90Fallback, UnservedFeaturesRunSm80) {
+  std::string why;
+  if (skip_without_sm90(&why)) GTEST_SKIP() << why;
+  ASSERT_TRUE(why.empty()) << why;
+  Case c;
+  c.dtype = FA_DTYPE_BF16;
+  c.batch = 2;
+  c.heads_q = 2;
+  c.heads_kv = 2;
+  c.head_dim = 64;
+  c.seqlen_q = c.seqlen_k = 64;
+  const Tuning t = sm90_on();
+  auto expect_sm80 = [&](Case k, const char* what) {
+    Problem pr(k);
+    DeviceProblem dev(pr, FA_BACKEND_AUTO);
+    EXPECT_EQ(family(dev.p, t), "cuda-sm80") << what;
+  };
+  Case w = c;
+  w.window_left = 16;
+  expect_sm80(w, "window");
+  Case s = c;
+  s.softcap = 5.f;
+  expect_sm80(s, "softcap");
+  Case a = c;
+  a.alibi = true;
+  expect_sm80(a, "alibi");
+  Case dr = c;
+  dr.dropout_p = 0.1f;
+  expect_sm80(dr, "dropout");
+  Case v = c;
+  v.lens_q = {30, 34};
+  v.lens_k = {40, 24};
+  expect_sm80(v, "packed");
+  // And with the knob off (the default), nothing runs cuda-sm90.
+  Problem pr(c);
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  EXPECT_EQ(family(dev.p, Tuning{}), "cuda-sm80");
+}
+
+#else
+TEST(GpuSm90, SkippedWithoutCuda) { GTEST_SKIP() << "CPU-only build (FA_CUDA=OFF or no nvcc)"; }
+#endif
+
+}  // namespace
+}  // namespace fa::test
