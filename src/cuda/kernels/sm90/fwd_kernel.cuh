@@ -170,8 +170,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     wgmma_wait<0>();
     wgmma_acc_fence(sc);
 
-    // Mask (the last key tile past len_k; causal tiles reaching past a row's diagonal), then
-    // the online softmax on this thread's two rows.
+    // The scores in log2 units (scaled first: the scale may be negative), the mask (the last key
+    // tile past len_k; causal tiles reaching past a row's diagonal) as -inf, then the online
+    // softmax on this thread's two rows.
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) sc[i] *= scale_log2;
     const int64_t n0 = int64_t(it) * kN;
     const bool need_mask =
         n0 + kN > len_k || (p.causal && n0 + kN - 1 > m0 + 64 * c + shift);
@@ -190,7 +193,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       float m = mx[r];
 #pragma unroll
       for (int j = 0; j < kN / 8; ++j)
-        m = fmaxf(m, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]) * scale_log2);
+        m = fmaxf(m, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
       // A row that has seen no key keeps m = -inf: shift by 0 so that exp2(-inf) = 0, not NaN.
@@ -202,7 +205,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float pr = exp2_approx(fmaf(sc[4 * j + 2 * r + e], scale_log2, -base));
+          const float pr = exp2_approx(sc[4 * j + 2 * r + e] - base);
           sc[4 * j + 2 * r + e] = pr;
           sum += pr;
         }
