@@ -25,6 +25,13 @@ if [ "${FA_NO_PYTHON:-0}" != 1 ] && ! "$(dirname "$0")/find-python.sh" >/dev/nul
   /usr/bin/python3 -c 'import pytest' 2>/dev/null || need+=(python3-pytest)
 fi
 
+# fa-onnx-fuse (tools/onnx-fuse): Debian's ONNX protobuf classes; its tests' venv needs venv.
+[ -f /usr/include/onnx/onnx_pb.h ] || need+=(libonnx-dev)
+[ -f /usr/include/google/protobuf/message.h ] || need+=(libprotobuf-dev)
+if [ "${FA_NO_PYTHON:-0}" != 1 ] && ! /usr/bin/python3 -c 'import ensurepip' 2>/dev/null; then
+  need+=(python3-venv)
+fi
+
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   sudo=""
@@ -36,5 +43,16 @@ fi
 # nvcc is optional: CMake finds it on PATH or in /usr/local/cuda.
 if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "setup: CUDA toolkit found at /usr/local/cuda"
+fi
+# The ONNX tests (tests/onnx): onnx and onnxruntime from PyPI in a venv over Debian's python3,
+# which keeps its torch and pytest visible. Not fatal: without it that test reports "skipped".
+onnx_venv="$(cd "$(dirname "$0")/.." && pwd)/.deps/onnx-venv"
+if [ "${FA_NO_PYTHON:-0}" != 1 ] && ! "$onnx_venv/bin/python" -c 'import onnx, onnxruntime' 2>/dev/null; then
+  echo "setup: creating $onnx_venv (onnx, onnxruntime from PyPI)"
+  if ! { /usr/bin/python3 -m venv --system-site-packages "$onnx_venv" &&
+         "$onnx_venv/bin/pip" install -q --disable-pip-version-check \
+           -r "$(dirname "$0")/../tests/onnx/requirements.txt"; }; then
+    echo "setup: could not install the ONNX test packages; tests/onnx will report skipped"
+  fi
 fi
 echo "setup: ok"
