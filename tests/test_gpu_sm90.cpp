@@ -79,16 +79,21 @@ TEST_P(GpuSm90, ForwardMatchesReferenceAndRanSm90) {
   std::string why;
   if (skip_without_sm90(&why)) GTEST_SKIP() << why;
   ASSERT_TRUE(why.empty()) << why;
-  Problem pr(GetParam());
-  DeviceProblem dev(pr, FA_BACKEND_AUTO), no_lse(pr, FA_BACKEND_AUTO);
-  const Tuning t = sm90_on();
-  ASSERT_EQ(family(dev.p, t), "cuda-sm90");
-  run_pass(dev.p, false, &t);
-  no_lse.p.lse.data = nullptr;
-  run_pass(no_lse.p, false, &t);
-  if (HasFatalFailure()) return;
-  EXPECT_EQ(dev.out.bytes(pr.out), no_lse.out.bytes(pr.out));
-  expect_device_results(pr, dev, false);
+  // Both schedules: the intra-warpgroup overlap (the default) and one tile at a time.
+  for (const bool overlap : {true, false}) {
+    SCOPED_TRACE(overlap ? "overlapped schedule" : "one tile at a time");
+    Problem pr(GetParam());
+    DeviceProblem dev(pr, FA_BACKEND_AUTO), no_lse(pr, FA_BACKEND_AUTO);
+    Tuning t = sm90_on();
+    t.sm90_fwd_overlap = overlap;
+    ASSERT_EQ(family(dev.p, t), "cuda-sm90");
+    run_pass(dev.p, false, &t);
+    no_lse.p.lse.data = nullptr;
+    run_pass(no_lse.p, false, &t);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(dev.out.bytes(pr.out), no_lse.out.bytes(pr.out));
+    expect_device_results(pr, dev, false);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, GpuSm90, ::testing::ValuesIn(sm90_cases()),

@@ -38,6 +38,9 @@ struct Tuning {
   // The Hopper-native forward family (cuda-sm90) takes the calls it serves on sm90. Off until it
   // has passed the GPU suite; its tests turn it on (tests/test_gpu_sm90.cpp).
   bool sm90_fwd = FA_TUNING_SM90_FWD != 0;
+  // cuda-sm90's intra-warpgroup overlap (the softmax of a key tile under the previous tile's
+  // P·V); false: one tile at a time (the ablation's baseline, and a reference when debugging).
+  bool sm90_fwd_overlap = true;
 };
 
 // What a call's launchers need beyond its Params: the device's properties (queried once per

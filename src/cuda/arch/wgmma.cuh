@@ -59,12 +59,23 @@ __device__ __forceinline__ void wgmma_wait() {
 #endif
 }
 
-// The accumulators are registers the asm statements read and write; after wgmma_wait, a
-// register-only fence keeps the compiler from moving their reads above the wait.
+// The accumulators are registers the asm statements read and write: right after the issue and
+// after wgmma_wait, a register-only fence keeps the compiler from moving or reusing them while
+// the tensor cores own them, and their reads above the wait.
 template <int kN>
 __device__ __forceinline__ void wgmma_acc_fence(float (&d)[kN]) {
 #pragma unroll
   for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// The A fragments of RS wgmmas still in flight: the asm statement reads them at issue as far as
+// the compiler knows, so it could give their registers to other values before the tensor cores
+// have read them. This use after wgmma_wait keeps them live, unchanged, until then.
+template <int kK>
+__device__ __forceinline__ void wgmma_keep(const uint32_t (&a)[kK][4]) {
+#pragma unroll
+  for (int k = 0; k < kK; ++k)
+    asm volatile("" ::"r"(a[k][0]), "r"(a[k][1]), "r"(a[k][2]), "r"(a[k][3]) : "memory");
 }
 
 // D (+)= A · B with A and B in shared memory (descriptors a, b).

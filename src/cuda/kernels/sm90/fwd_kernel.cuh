@@ -42,7 +42,7 @@ namespace fa::cuda::sm90 {
 // tile 128 up to d = 128 (S: 64 fp32 registers a thread, O: d / 2), 64 at d = 256 (O already
 // holds 128 registers); two stages of K and V. Shared memory: d 64 80 KB, d 128 160 KB, d 256
 // 192 KB (the H200 gives a block 227 KB).
-template <int kHeadDim_, typename Tag_>
+template <int kHeadDim_, typename Tag_, bool kOverlap_ = true>
 struct FwdTraits {
   using Tag = Tag_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -52,6 +52,9 @@ struct FwdTraits {
   static constexpr int kBlockM = 64 * kConsumers;   // queries a block
   static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;  // keys a tile
   static constexpr int kStages = 2;
+  // The intra-warpgroup overlap (the softmax of tile j under the P·V of tile j - 1); false: one
+  // tile at a time, each product waited for (the first version's schedule, kept for the ablation).
+  static constexpr bool kOverlap = kOverlap_;
   // Registers a thread after the hand-over: 128 x 40 + 256 x 232 = 64512 of the SM's 65536.
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   using QTile = SwizzledTile<kBlockM, kHeadDim>;
@@ -156,28 +159,43 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const uint32_t sQc = sQ + uint32_t(64 * c * 128);      // this warpgroup's 64 rows of Q
   mbar_wait(q_full, 0);
 
-  for (int it = 0; it < n_end; ++it) {
-    const int s = it % kStages;
-    const uint32_t ph = uint32_t((it / kStages) & 1);
-    float sc[kN / 2];
-    mbar_wait(k_full(s), ph);
+  // The step's parts. Stage of key tile it: it % kStages, its barriers' parity (it / kStages) & 1.
+  auto stage = [&](int it) { return it % kStages; };
+  auto parity = [&](int it) { return uint32_t((it / kStages) & 1); };
+  // S = Q·K(it)ᵀ issued (not waited for).
+  auto issue_qk = [&](int it, float (&sc)[kN / 2]) {
+    mbar_wait(k_full(stage(it)), parity(it));
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks)
       wgmma_ss<Tag, kN>(sc, kmajor_sw128_desc(sQc, kM, 16 * ks),
-                        kmajor_sw128_desc(sK(s), kN, 16 * ks), ks > 0);
+                        kmajor_sw128_desc(sK(stage(it)), kN, 16 * ks), ks > 0);
     wgmma_commit();
-    wgmma_wait<0>();
     wgmma_acc_fence(sc);
-
-    // The scores in log2 units (scaled first: the scale may be negative), the mask (the last key
-    // tile past len_k; causal tiles reaching past a row's diagonal) as -inf, then the online
-    // softmax on this thread's two rows.
+  };
+  // O += P·V(it) issued (not waited for); pf must stay untouched until the wait (wgmma_keep).
+  auto issue_pv = [&](int it, const uint32_t (&pf)[kN / 16][4]) {
+    mbar_wait(v_full(stage(it)), parity(it));
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk)
+      wgmma_rs<Tag, kD, 1>(o, pf[kk], mnmajor_sw128_desc(sV(stage(it)), kN, 16 * kk), true);
+    wgmma_commit();
+    wgmma_acc_fence(o);
+  };
+  // Stage of tile it back to the producer, once this warp's wgmmas reading it are done.
+  auto release = [&](int it) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty(stage(it)));
+  };
+  // The scores of tile it in log2 units (scaled first: the scale may be negative), the mask (the
+  // last key tile past len_k; causal tiles reaching past a row's diagonal) as -inf, the online
+  // softmax on this thread's two rows: sc becomes P, mx and l advance, alpha is O's rescale.
+  auto softmax = [&](int it, float (&sc)[kN / 2], float (&alpha)[2]) {
 #pragma unroll
     for (int i = 0; i < kN / 2; ++i) sc[i] *= scale_log2;
     const int64_t n0 = int64_t(it) * kN;
-    const bool need_mask =
-        n0 + kN > len_k || (p.causal && n0 + kN - 1 > m0 + 64 * c + shift);
+    const bool need_mask = n0 + kN > len_k || (p.causal && n0 + kN - 1 > m0 + 64 * c + shift);
     if (need_mask) {
 #pragma unroll
       for (int j = 0; j < kN / 8; ++j)
@@ -187,7 +205,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           if (key >= len_k || (p.causal && key > row + shift)) sc[4 * j + e] = -INFINITY;
         }
     }
-    float alpha[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float m = mx[r];
@@ -211,26 +228,65 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         }
       l[r] = l[r] * alpha[r] + sum;
     }
+  };
+  auto rescale = [&](const float (&alpha)[2]) {
 #pragma unroll
     for (int j = 0; j < kD / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
-
-    // P as the A operand of P·V: the C fragments of n-tiles 2 kk, 2 kk + 1 are the A fragment of
-    // k-step kk (mma.cuh).
-    uint32_t pf[kN / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < kN / 16; ++kk) pack_a<Tag>(frag4(sc, 2 * kk), frag4(sc, 2 * kk + 1), pf[kk]);
-    mbar_wait(v_full(s), ph);
-    wgmma_fence();
+  };
+  // P as the A operand of P·V: the C fragments of n-tiles 2 kk, 2 kk + 1 are the A fragment of
+  // k-step kk (mma.cuh).
+  auto pack = [&](float (&sc)[kN / 2], uint32_t (&pf)[kN / 16][4]) {
 #pragma unroll
     for (int kk = 0; kk < kN / 16; ++kk)
-      wgmma_rs<Tag, kD, 1>(o, pf[kk], mnmajor_sw128_desc(sV(s), kN, 16 * kk), true);
-    wgmma_commit();
+      pack_a<Tag>(frag4(sc, 2 * kk), frag4(sc, 2 * kk + 1), pf[kk]);
+  };
+
+  float sc[kN / 2], alpha[2];
+  uint32_t pf[kN / 16][4];
+  if constexpr (!T::kOverlap) {
+    // One tile at a time: Q·Kᵀ, softmax, P·V, each waited for.
+    for (int it = 0; it < n_end; ++it) {
+      issue_qk(it, sc);
+      wgmma_wait<0>();
+      wgmma_acc_fence(sc);
+      softmax(it, sc, alpha);
+      rescale(alpha);
+      pack(sc, pf);
+      issue_pv(it, pf);
+      wgmma_wait<0>();
+      wgmma_acc_fence(o);
+      wgmma_keep(pf);
+      release(it);
+    }
+  } else if (n_end > 0) {
+    // Intra-warpgroup overlap: the softmax of tile it runs while the tensor cores do P·V of tile
+    // it - 1. Issue Q·K(it)ᵀ, then P·V(it - 1); wait for the first (groups retire in order), run
+    // its softmax; then wait for the second, rescale O and pack the new P.
+    issue_qk(0, sc);
+    wgmma_wait<0>();
+    wgmma_acc_fence(sc);
+    softmax(0, sc, alpha);  // O is zero: its rescale is moot
+    pack(sc, pf);
+    for (int it = 1; it < n_end; ++it) {
+      issue_qk(it, sc);
+      issue_pv(it - 1, pf);
+      wgmma_wait<1>();  // Q·K(it)ᵀ done
+      wgmma_acc_fence(sc);
+      softmax(it, sc, alpha);
+      wgmma_wait<0>();  // P·V(it - 1) done
+      wgmma_acc_fence(o);
+      wgmma_keep(pf);
+      release(it - 1);
+      rescale(alpha);
+      pack(sc, pf);
+    }
+    issue_pv(n_end - 1, pf);
     wgmma_wait<0>();
     wgmma_acc_fence(o);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty(s));  // this warp has done with stage s's K and V
+    wgmma_keep(pf);
+    release(n_end - 1);
   }
 
   // Epilogue: the row sums over the quad, O / l, LSE; stores straight from the registers (two

@@ -53,13 +53,21 @@ void launch(const Params& p, cudaStream_t stream) {
     fail(FA_ERROR_CUDA, "forward kernel (sm90, d", T::kHeadDim, ") launch: ", cudaGetErrorString(err));
 }
 
-template <typename Tag>
-void run(const Params& p, cudaStream_t s) {
+template <typename Tag, bool kOverlap>
+void run_schedule(const Params& p, cudaStream_t s) {
   switch (sm90_kernel_head_dim(p.head_dim)) {
-    case 64: return launch<sm90::FwdTraits<64, Tag>>(p, s);
-    case 128: return launch<sm90::FwdTraits<128, Tag>>(p, s);
-    default: return launch<sm90::FwdTraits<256, Tag>>(p, s);
+    case 64: return launch<sm90::FwdTraits<64, Tag, kOverlap>>(p, s);
+    case 128: return launch<sm90::FwdTraits<128, Tag, kOverlap>>(p, s);
+    default: return launch<sm90::FwdTraits<256, Tag, kOverlap>>(p, s);
   }
+}
+
+template <typename Tag>
+void run(const Params& p, const Context& ctx, cudaStream_t s) {
+  if (ctx.tuning.sm90_fwd_overlap)
+    run_schedule<Tag, true>(p, s);
+  else
+    run_schedule<Tag, false>(p, s);
 }
 
 }  // namespace
@@ -82,13 +90,12 @@ std::string sm90_fwd_refusal(const Params& p, const Context& ctx) {
 }
 
 void sm90_forward(const Params& p, const Context& ctx, void* stream) {
-  (void)ctx;
   DeviceGuard guard(p.device.index);
   const auto s = static_cast<cudaStream_t>(stream);
   if (p.dtype == DType::BF16)
-    run<Bf16Tag>(p, s);
+    run<Bf16Tag>(p, ctx, s);
   else
-    run<Fp16Tag>(p, s);
+    run<Fp16Tag>(p, ctx, s);
 }
 
 }  // namespace fa::cuda
