@@ -99,7 +99,6 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
                                           const QdoMaps& maps, int nb, int64_t hk, int64_t b,
                                           int s_first, int s_last, int64_t tail_slot, bool first,
                                           uint32_t& phase, uint16_t* smem) {
-  using Tag = typename T::Tag;
   using KvTile = typename T::KvTile;
   using QTile = typename T::QTile;
   using STile = typename T::STile;
