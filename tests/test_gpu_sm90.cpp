@@ -79,13 +79,14 @@ TEST_P(GpuSm90, ForwardMatchesReferenceAndRanSm90) {
   std::string why;
   if (skip_without_sm90(&why)) GTEST_SKIP() << why;
   ASSERT_TRUE(why.empty()) << why;
-  // Both schedules: the intra-warpgroup overlap (the default) and one tile at a time.
-  for (const bool overlap : {true, false}) {
-    SCOPED_TRACE(overlap ? "overlapped schedule" : "one tile at a time");
+  // Every schedule: ping-pong (the default), the intra-warpgroup overlap alone, one tile at a
+  // time.
+  for (const int schedule : {2, 1, 0}) {
+    SCOPED_TRACE(::testing::Message() << "Tuning::sm90_fwd_schedule " << schedule);
     Problem pr(GetParam());
     DeviceProblem dev(pr, FA_BACKEND_AUTO), no_lse(pr, FA_BACKEND_AUTO);
     Tuning t = sm90_on();
-    t.sm90_fwd_overlap = overlap;
+    t.sm90_fwd_schedule = schedule;
     ASSERT_EQ(family(dev.p, t), "cuda-sm90");
     run_pass(dev.p, false, &t);
     no_lse.p.lse.data = nullptr;

@@ -38,9 +38,10 @@ struct Tuning {
   // The Hopper-native forward family (cuda-sm90) takes the calls it serves on sm90. Off until it
   // has passed the GPU suite; its tests turn it on (tests/test_gpu_sm90.cpp).
   bool sm90_fwd = FA_TUNING_SM90_FWD != 0;
-  // cuda-sm90's intra-warpgroup overlap (the softmax of a key tile under the previous tile's
-  // P·V); false: one tile at a time (the ablation's baseline, and a reference when debugging).
-  bool sm90_fwd_overlap = true;
+  // cuda-sm90's consumer schedule, each a lever on the previous (sm90/fwd_kernel.cuh, Schedule):
+  // 0 one key tile at a time (the ablation's baseline, and a reference when debugging), 1 the
+  // intra-warpgroup overlap, 2 overlap and ping-pong between the two consumer warpgroups.
+  int sm90_fwd_schedule = 2;
 };
 
 // What a call's launchers need beyond its Params: the device's properties (queried once per

@@ -42,7 +42,14 @@ namespace fa::cuda::sm90 {
 // tile 128 up to d = 128 (S: 64 fp32 registers a thread, O: d / 2), 64 at d = 256 (O already
 // holds 128 registers); two stages of K and V. Shared memory: d 64 80 KB, d 128 160 KB, d 256
 // 192 KB (the H200 gives a block 227 KB).
-template <int kHeadDim_, typename Tag_, bool kOverlap_ = true>
+// The consumers' schedules (Tuning::sm90_fwd_schedule), each the previous one plus one lever:
+//   kSerial    one key tile at a time, each product waited for;
+//   kOverlap   the intra-warpgroup overlap: the softmax of tile j under the P·V of tile j - 1;
+//   kPingPong  kOverlap, and the two consumer warpgroups take turns at the tensor cores (named
+//              barriers), so that one's softmax runs under the other's products.
+enum class Schedule : int { kSerial = 0, kOverlap = 1, kPingPong = 2 };
+
+template <int kHeadDim_, typename Tag_, Schedule kSchedule_ = Schedule::kPingPong>
 struct FwdTraits {
   using Tag = Tag_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -52,9 +59,7 @@ struct FwdTraits {
   static constexpr int kBlockM = 64 * kConsumers;   // queries a block
   static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;  // keys a tile
   static constexpr int kStages = 2;
-  // The intra-warpgroup overlap (the softmax of tile j under the P·V of tile j - 1); false: one
-  // tile at a time, each product waited for (the first version's schedule, kept for the ablation).
-  static constexpr bool kOverlap = kOverlap_;
+  static constexpr Schedule kSchedule = kSchedule_;
   // Registers a thread after the hand-over: 128 x 40 + 256 x 232 = 64512 of the SM's 65536.
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   using QTile = SwizzledTile<kBlockM, kHeadDim>;
@@ -245,7 +250,24 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   float sc[kN / 2], alpha[2];
   uint32_t pf[kN / 16][4];
-  if constexpr (!T::kOverlap) {
+  // Ping-pong: warpgroup c issues its products only in its turn (barrier kPingPong0 + c, both
+  // warpgroups' 256 threads), then hands the turn to the other; warpgroup 1 gives warpgroup 0
+  // the first turn. Both run the same n_end + 1 issue points; warpgroup 1 skips its last
+  // hand-over, so every barrier's arrivals match its waits.
+  constexpr bool kPing = T::kSchedule == Schedule::kPingPong;
+  const NamedBarrier my_turn = c == 0 ? NamedBarrier::kPingPong0 : NamedBarrier::kPingPong1;
+  const NamedBarrier other_turn = c == 0 ? NamedBarrier::kPingPong1 : NamedBarrier::kPingPong0;
+  auto turn_begin = [&] {
+    if constexpr (kPing) named_barrier_sync(my_turn, 256);
+  };
+  auto turn_end = [&](bool last) {
+    if constexpr (kPing)
+      if (!(last && c == 1)) named_barrier_arrive(other_turn, 256);
+  };
+  if constexpr (kPing)
+    if (c == 1 && n_end > 0) named_barrier_arrive(NamedBarrier::kPingPong0, 256);
+
+  if constexpr (T::kSchedule == Schedule::kSerial) {
     // One tile at a time: Q·Kᵀ, softmax, P·V, each waited for.
     for (int it = 0; it < n_end; ++it) {
       issue_qk(it, sc);
@@ -264,14 +286,18 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // Intra-warpgroup overlap: the softmax of tile it runs while the tensor cores do P·V of tile
     // it - 1. Issue Q·K(it)ᵀ, then P·V(it - 1); wait for the first (groups retire in order), run
     // its softmax; then wait for the second, rescale O and pack the new P.
+    turn_begin();
     issue_qk(0, sc);
+    turn_end(false);
     wgmma_wait<0>();
     wgmma_acc_fence(sc);
     softmax(0, sc, alpha);  // O is zero: its rescale is moot
     pack(sc, pf);
     for (int it = 1; it < n_end; ++it) {
+      turn_begin();
       issue_qk(it, sc);
       issue_pv(it - 1, pf);
+      turn_end(false);
       wgmma_wait<1>();  // Q·K(it)ᵀ done
       wgmma_acc_fence(sc);
       softmax(it, sc, alpha);
@@ -282,7 +308,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       rescale(alpha);
       pack(sc, pf);
     }
+    turn_begin();
     issue_pv(n_end - 1, pf);
+    turn_end(true);
     wgmma_wait<0>();
     wgmma_acc_fence(o);
     wgmma_keep(pf);

@@ -53,21 +53,22 @@ void launch(const Params& p, cudaStream_t stream) {
     fail(FA_ERROR_CUDA, "forward kernel (sm90, d", T::kHeadDim, ") launch: ", cudaGetErrorString(err));
 }
 
-template <typename Tag, bool kOverlap>
+template <typename Tag, sm90::Schedule kSchedule>
 void run_schedule(const Params& p, cudaStream_t s) {
   switch (sm90_kernel_head_dim(p.head_dim)) {
-    case 64: return launch<sm90::FwdTraits<64, Tag, kOverlap>>(p, s);
-    case 128: return launch<sm90::FwdTraits<128, Tag, kOverlap>>(p, s);
-    default: return launch<sm90::FwdTraits<256, Tag, kOverlap>>(p, s);
+    case 64: return launch<sm90::FwdTraits<64, Tag, kSchedule>>(p, s);
+    case 128: return launch<sm90::FwdTraits<128, Tag, kSchedule>>(p, s);
+    default: return launch<sm90::FwdTraits<256, Tag, kSchedule>>(p, s);
   }
 }
 
 template <typename Tag>
 void run(const Params& p, const Context& ctx, cudaStream_t s) {
-  if (ctx.tuning.sm90_fwd_overlap)
-    run_schedule<Tag, true>(p, s);
-  else
-    run_schedule<Tag, false>(p, s);
+  switch (ctx.tuning.sm90_fwd_schedule) {
+    case 0: return run_schedule<Tag, sm90::Schedule::kSerial>(p, s);
+    case 1: return run_schedule<Tag, sm90::Schedule::kOverlap>(p, s);
+    default: return run_schedule<Tag, sm90::Schedule::kPingPong>(p, s);
+  }
 }
 
 }  // namespace
