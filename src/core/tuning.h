@@ -21,6 +21,9 @@
 #ifndef FA_TUNING_SM90_FWD
 #define FA_TUNING_SM90_FWD 0
 #endif
+#ifndef FA_TUNING_SM90_FWD_SCHEDULE
+#define FA_TUNING_SM90_FWD_SCHEDULE 2
+#endif
 
 namespace fa {
 
@@ -41,7 +44,7 @@ struct Tuning {
   // cuda-sm90's consumer schedule, each a lever on the previous (sm90/fwd_kernel.cuh, Schedule):
   // 0 one key tile at a time (the ablation's baseline, and a reference when debugging), 1 the
   // intra-warpgroup overlap, 2 overlap and ping-pong between the two consumer warpgroups.
-  int sm90_fwd_schedule = 2;
+  int sm90_fwd_schedule = FA_TUNING_SM90_FWD_SCHEDULE;
 };
 
 // What a call's launchers need beyond its Params: the device's properties (queried once per
