@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The Hopper-native forward's check on the GPU machine (issue 25), in two steps that each fit one
+# device call:
+#   scripts/gpu-sm90.sh test OUTDIR    build (sm_90a) with the tests; the wgmma self-test, the
+#                                      cuda-sm90 grid under its three schedules and the fallback
+#                                      assertions; memcheck, racecheck and synccheck on a small
+#                                      subset. Summary last.
+#   scripts/gpu-sm90.sh bench OUTDIR   the quick forward grid (bf16) with the library as it ships
+#                                      (cuda-sm80) beside builds whose cuda-sm90 is on, one per
+#                                      schedule (0 serial, 1 overlap, 2 ping-pong), in one
+#                                      bench/ab.sh cmake run: the ablation's first table.
+# Environment: FA_GTEST_SOURCE_DIR (default .deps/googletest: carry .deps), FA_COMMIT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:?usage: scripts/gpu-sm90.sh test|bench OUTDIR}
+out=${2:?usage: scripts/gpu-sm90.sh test|bench OUTDIR}
+mkdir -p "$out"
+export PATH=/usr/local/cuda/bin:$PATH
+case $mode in
+  test)
+    t0=$(date +%s)
+    cmake -S . -B build-sm90 -DCMAKE_BUILD_TYPE=Release -DFA_ARCHS=90a -DFA_CUDA_RESOURCE_USAGE=ON \
+      -DFA_BUILD_TESTS=ON -DFA_BUILD_TOOLS=OFF \
+      -DFA_GTEST_SOURCE_DIR="${FA_GTEST_SOURCE_DIR:-$PWD/.deps/googletest}" > "$out/build.log" 2>&1 &&
+      cmake --build build-sm90 -j "$(nproc)" --target fa_tests >> "$out/build.log" 2>&1
+    rc=$?
+    echo "build: rc=$rc in $(( $(date +%s) - t0 ))s"
+    [ $rc -ne 0 ] && { grep -E "error" "$out/build.log" | head -20; exit 1; }
+    grep -A2 "sm90.*fwd_kernel" "$out/build.log" | grep -E "registers|spill" | sort | uniq -c | head
+    ./build-sm90/tests/fa_tests --gtest_filter='Shapes/GpuWgmma*:Grid/GpuSm90*:GpuSm90Fallback*' \
+      > "$out/tests.log" 2>&1
+    echo "tests: rc=$? $(grep -cE '^\[ +OK' "$out/tests.log") ok, $(grep -cE '^\[  FAILED' "$out/tests.log") failed lines"
+    grep -E "Failure|Which is|FAILED" "$out/tests.log" | head -20
+    small='Grid/GpuSm90*s113x203_d64*:Grid/GpuSm90*s1x129_d128*'
+    for tool in memcheck racecheck synccheck; do
+      compute-sanitizer --tool $tool --error-exitcode 9 ./build-sm90/tests/fa_tests \
+        --gtest_filter="$small" > "$out/$tool.log" 2>&1
+      echo "$tool: rc=$? $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$out/$tool.log" | tr '\n' ' ')"
+    done
+    ;;
+  bench)
+    FA_AB_HEAD_DIMS="64;128;256" FA_AB_BENCH_ARGS="--dims 64,128,256" bench/ab.sh cmake "$out" \
+      sm90s0='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=0' \
+      sm90s1='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=1' \
+      sm90s2='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=2'
+    ;;
+  *) echo "usage: scripts/gpu-sm90.sh test|bench OUTDIR" >&2; exit 2 ;;
+esac
