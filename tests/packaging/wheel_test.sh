@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The one-step Python install (pyproject.toml at the repository root): builds a CPU-only wheel
+# with scikit-build-core, installs it into a fresh venv, and checks what a user would: the wheel
+# is a py3-none platform wheel carrying the library and the license metadata; the library it
+# loads is its own (flashattn/lib/, not a checkout's build) and links no CUDA library; an
+# attention call on CPU tensors matches a plain torch computation. Skipped (77) without the
+# packaging venv that scripts/setup.sh makes (.deps/pkg-venv with scikit-build-core).
+#   tests/packaging/wheel_test.sh
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+venv="$root/.deps/pkg-venv"
+if ! "$venv/bin/python" -c 'import scikit_build_core' 2>/dev/null; then
+  echo "skipped: no $venv with scikit-build-core (scripts/setup.sh makes it)"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$root"
+FA_CUDA=OFF "$venv/bin/pip" wheel -q --no-build-isolation --no-deps -w "$tmp/dist" \
+  --config-settings=build-dir="$tmp/build" . > "$tmp/wheel.log" 2>&1 ||
+  { tail -30 "$tmp/wheel.log"; exit 1; }
+wheel=$(ls "$tmp"/dist/flashattn-*.whl)
+case $(basename "$wheel") in
+  *-py3-none-linux_*.whl) ;;
+  *) echo "FAIL: wheel tag of $(basename "$wheel") is not py3-none-<platform>"; exit 1 ;;
+esac
+meta=$(unzip -p "$wheel" 'flashattn-*.dist-info/METADATA')
+grep -q '^License: BSD-3-Clause' <<< "$meta" || { echo "FAIL: no License in METADATA"; exit 1; }
+grep -q '^Author: the flashattn authors' <<< "$meta" || { echo "FAIL: no Author in METADATA"; exit 1; }
+unzip -l "$wheel" | grep -q 'dist-info/licenses/LICENSE' || { echo "FAIL: LICENSE not in the wheel"; exit 1; }
+/usr/bin/python3 -m venv --system-site-packages "$tmp/venv"
+"$tmp/venv/bin/pip" install -q --no-deps --disable-pip-version-check "$wheel"
+cd "$tmp"
+env -u FA_LIBRARY "$tmp/venv/bin/python" - <<'PY'
+import os, subprocess, sys
+import torch
+import flashattn
+from flashattn import _library
+here = os.path.dirname(flashattn.__file__)
+lib = os.path.join(here, "lib", "libflashattn.so")
+assert os.path.isfile(lib), "the wheel's library is missing"
+found = [p for p in _library.candidate_paths() if os.path.exists(p)]
+assert found and os.path.samefile(found[0], lib), f"loads {found[:1]}, not the wheel's {lib}"
+ldd = subprocess.run(["ldd", lib], capture_output=True, text=True).stdout
+assert "libcudart" not in ldd and "libcublas" not in ldd, "a CPU-only wheel links CUDA:\n" + ldd
+torch.manual_seed(0)
+q, k, v = (torch.randn(2, 37, 4, 64) for _ in range(3))
+out = flashattn.flash_attn_func(q, k, v, causal=True)
+s = torch.einsum("bqhd,bkhd->bhqk", q.double(), k.double()) / 8.0
+s = s.masked_fill(torch.ones(37, 37, dtype=torch.bool).triu(1), float("-inf"))
+ref = torch.einsum("bhqk,bkhd->bqhd", s.softmax(-1), v.double())
+err = (out.double() - ref).abs().max().item()
+assert err < 1e-5, f"max error {err}"
+print(f"wheel ok: loads {lib}, links no CUDA library, max error {err:.2e}")
+PY
