@@ -33,6 +33,7 @@
 #include "cuda/arch/tma.cuh"
 #include "cuda/arch/wgmma.cuh"
 #include "cuda/arch/wgmma_desc.h"
+#include "cuda/kernels/sm90/tile_plan.h"
 #include "cuda/tensor_map.h"
 #include "cuda/tile/swizzle.h"
 
@@ -107,13 +108,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int64_t m0 = int64_t(blockIdx.x) * kM, h = blockIdx.y, b = blockIdx.z;
   const int64_t hk = h / (p.heads_q / p.heads_kv);
   const int64_t len_q = p.seqlen_q, len_k = p.seqlen_k, shift = len_k - len_q;
-  const int n_blocks = int((len_k + kN - 1) / kN);
-  // Causal (bottom-right): the tile's last query sees keys up to m0 + kM - 1 + shift.
-  int n_end = n_blocks;
-  if (p.causal) {
-    const int64_t last = m0 + kM - 1 + shift;  // the tile's last row's last visible key
-    n_end = last < 0 ? 0 : int(last / kN + 1 < n_blocks ? last / kN + 1 : n_blocks);
-  }
+  // The key tiles the block's rows see (tile_plan.h; causal: up to its last row's diagonal).
+  const int n_end = key_tiles_seen(m0, kM, shift, len_k, kN, p.causal);
 
   if (tid == 0) {
     mbar_init(q_full, 1);
@@ -200,7 +196,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
     for (int i = 0; i < kN / 2; ++i) sc[i] *= scale_log2;
     const int64_t n0 = int64_t(it) * kN;
-    const bool need_mask = n0 + kN > len_k || (p.causal && n0 + kN - 1 > m0 + 64 * c + shift);
+    const bool need_mask = key_tile_needs_mask(m0 + 64 * c, n0, shift, len_k, kN, p.causal);
     if (need_mask) {
 #pragma unroll
       for (int j = 0; j < kN / 8; ++j)
