@@ -15,11 +15,15 @@
 // 64-column blocks of tile/swizzle.h that TMA's SWIZZLE_128B writes and wgmma's descriptors
 // read (wgmma_desc.h; both checked on the H200 by tests/test_gpu_wgmma.cpp), then the barriers.
 //
-// Served (sm90_fwd_supports in fwd_sm90.h says why not otherwise): fp16 / bf16, a fixed-length
+// The consumers run one of three schedules (Schedule, below): one tile at a time, the
+// intra-warpgroup overlap, or the overlap with ping-pong between the two consumer warpgroups.
+//
+// Served (sm90_fwd_refusal in fwd_sm90.h says why not otherwise): fp16 / bf16, a fixed-length
 // batch, head dims up to the kernel's (64, 128, 256; columns past head_dim arrive as TMA zeros
 // and are not stored), GQA / MQA, causal (bottom-right) or none, seqlen_q != seqlen_k, LSE
-// optional. Not yet: windows, softcap, ALiBi, dropout, packed batches, intra-warpgroup overlap,
-// ping-pong, a persistent scheduler, the TMA-store epilogue. Not yet run on a GPU.
+// optional. Not yet: windows, softcap, ALiBi, dropout, packed batches, a persistent scheduler,
+// the TMA-store epilogue. The wgmma and descriptor layer has run on the H200
+// (tests/test_gpu_wgmma.cpp); this kernel not yet.
 #pragma once
 
 #include <cuda_runtime.h>
