@@ -3,9 +3,9 @@
 // - the forward's LSE is optional: without it, out has the same bytes and nothing is written;
 // - dtypes by role: an fp32 out / dout with fp16 or bf16 inputs on the CPU backends;
 // - what only the CPU backend implements is refused for CUDA tensors, naming the feature;
-// - the layouts of fa_params: the 0.1 symbol fa_params_init writes the 0.1 layout only, and a
-//   struct of 0.1's size is read no further than its size (tests/abi/ does the same from C,
-//   against the 0.1 header).
+// - the layouts of fa_params: the 0.1 symbol fa_params_init and the 0.2 symbol fa_params_init_v2
+//   write their layouts only, and a struct of 0.1's or 0.2's size is read no further than its
+//   size (tests/abi/ does the same from C, against the 0.1 and 0.2 headers).
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -18,9 +18,10 @@
 #include "core/error.h"
 #include "support.h"
 
-// The symbol a program built against the 0.1 header calls (this header maps the name to
-// fa_params_init_v2).
+// The symbols programs built against the 0.1 and 0.2 headers call (this header maps the name to
+// fa_params_init_v3).
 extern "C" void fa_params_init_0_1(fa_params* params) __asm__("fa_params_init");
+extern "C" void fa_params_init_0_2(fa_params* params) __asm__("fa_params_init_v2");
 
 namespace fa::test {
 namespace {
@@ -166,6 +167,38 @@ TEST(CpuOnlyFeatures, RefusedForCudaTensors) {
   p = cuda(true);
   p.q_shift = -1;
   expect_refused(p, true, "q_shift");
+  // 0.3's fields (flash_attn_with_kvcache's rest), each refused by name.
+  const HostTensor kv_new(FA_DTYPE_BF16, {2, 1, 1, 8}), cos(FA_DTYPE_BF16, {8, 2});
+  p = cuda(false);
+  p.cache_batch_idx = lens.view().raw;
+  expect_refused(p, false, "cache_batch_idx");
+  p = cuda(false);
+  p.cache_leftpad = lens.view().raw;
+  expect_refused(p, false, "cache_leftpad");
+  p = cuda(false);
+  p.k_new = kv_new.view().raw;
+  expect_refused(p, false, "k_new / v_new");
+  p = cuda(false);
+  p.v_new = kv_new.view().raw;
+  expect_refused(p, false, "k_new / v_new");
+  p = cuda(false);
+  p.rotary_cos = cos.view().raw;
+  expect_refused(p, false, "rotary_cos / rotary_sin");
+  p = cuda(false);
+  p.rotary_sin = cos.view().raw;
+  expect_refused(p, false, "rotary_cos / rotary_sin");
+  p = cuda(false);
+  p.num_splits = 2;
+  expect_refused(p, false, "num_splits > 1 (split-KV)");
+  // No split (1) and the heuristic (0) are every backend's; the backward ignores num_splits.
+  for (int32_t n : {0, 1}) {
+    p = cuda(false);
+    p.num_splits = n;
+    EXPECT_NO_THROW(check_cpu_only_features(p, false));
+  }
+  p = cuda(true);
+  p.num_splits = 7;
+  EXPECT_NO_THROW(check_cpu_only_features(p, true));
   p = cuda(false);
   p.out.dtype = FA_DTYPE_FP32;
   expect_refused(p, false, "out.dtype=fp32 with q.dtype=bf16");
@@ -181,15 +214,16 @@ TEST(CpuOnlyFeatures, RefusedForCudaTensors) {
 // ---- layouts of fa_params ----------------------------------------------------------------------
 
 TEST(ParamsLayouts, Sizes) {
-  EXPECT_EQ(kParamsSize_0_2, sizeof(fa_params));
+  EXPECT_EQ(kParamsSize_0_3, sizeof(fa_params));
   if (sizeof(void*) == 8) {
     EXPECT_EQ(kParamsSize_0_1, 1144u);
     EXPECT_EQ(kParamsSize_0_2, 1328u);
+    EXPECT_EQ(kParamsSize_0_3, 1864u);
   }
 }
 
-// fa_params_init (the header's, i.e. fa_params_init_v2) sets every field since 0.2 to zero: the
-// defaults a 0.1 struct is completed with.
+// fa_params_init (the header's, i.e. fa_params_init_v3) sets every field since 0.2 to zero: the
+// defaults a 0.1 or 0.2 struct is completed with.
 TEST(ParamsLayouts, NewFieldsDefaultToZero) {
   std::vector<unsigned char> buf(sizeof(fa_params), 0xAB);
   fa_params* p = reinterpret_cast<fa_params*>(buf.data());
@@ -226,7 +260,28 @@ TEST(ParamsLayouts, SymbolOf0_1WritesItsLayoutOnly) {
 #undef FA_FIELD
   for (const auto& f : fields)
     EXPECT_EQ(std::memcmp(old_buf.data() + f.offset, new_buf.data() + f.offset, f.size), 0)
-        << f.name << " differs from fa_params_init_v2's";
+        << f.name << " differs from fa_params_init_v3's";
+}
+
+// The 0.2 symbol writes exactly the 0.2 layout: the 0.1 fields as fa_params_init_v3 sets them, the
+// 0.2 fields zero, nothing past 1328 bytes.
+TEST(ParamsLayouts, SymbolOf0_2WritesItsLayoutOnly) {
+  std::vector<unsigned char> old_buf(sizeof(fa_params), 0xAB), new_buf(sizeof(fa_params), 0xCD);
+  fa_params_init_0_2(reinterpret_cast<fa_params*>(old_buf.data()));
+  fa_params_init(reinterpret_cast<fa_params*>(new_buf.data()));
+  fa_params old_p, new_p;
+  std::memcpy(&old_p, old_buf.data(), sizeof old_p);
+  std::memcpy(&new_p, new_buf.data(), sizeof new_p);
+  EXPECT_EQ(old_p.struct_size, kParamsSize_0_2);
+  for (size_t i = kParamsSize_0_2; i < sizeof(fa_params); ++i)
+    ASSERT_EQ(old_buf[i], 0xAB) << "fa_params_init_v2 wrote byte " << i << ", past the 0.2 layout";
+  for (size_t i = kParamsSize_0_1; i < kParamsSize_0_2; ++i)
+    ASSERT_EQ(old_buf[i], 0) << "byte " << i << " of a 0.2 field";
+  EXPECT_EQ(old_p.backend, new_p.backend);
+  EXPECT_EQ(old_p.window_left, -1);
+  EXPECT_EQ(old_p.window_right, -1);
+  EXPECT_EQ(old_p.causal, new_p.causal);
+  EXPECT_EQ(old_p.softmax_scale, new_p.softmax_scale);
 }
 
 // A struct of 0.1's size runs as 0.1 did: whatever lies past its size (here a 0.2 struct's
@@ -255,6 +310,36 @@ TEST(ParamsLayouts, StructOf0_1SizeIgnoresLaterFields) {
                         std::pair{&plain.dq, &old.dq}, std::pair{&plain.dk, &old.dk},
                         std::pair{&plain.dv, &old.dv}})
       EXPECT_TRUE(a->bytes_equal(*b));
+  }
+}
+
+// A struct of 0.2's size runs as 0.2 did: a paged forward with cache_seqlens and q_shift whose
+// 0.3 fields (here set to values that would change the result or be refused: an append, rotary,
+// a leftpad, a split count out of range) are never read.
+TEST(ParamsLayouts, StructOf0_2SizeIgnoresLaterFields) {
+  Case c;
+  c.batch = 2;
+  c.heads_q = 2;
+  c.seqlen_q = 3;
+  c.seqlen_k = 30;
+  c.page_size = 7;
+  c.cache_lens = {30, 11};
+  c.causal = true;
+  c.q_shift = -1;
+  for (fa_backend backend : {FA_BACKEND_FLASH, FA_BACKEND_REFERENCE}) {
+    Problem plain(c), old(c);
+    run_forward(plain, backend);
+    fa_params p = old.params(backend, false);
+    p.struct_size = kParamsSize_0_2;
+    p.k_new.data = reinterpret_cast<void*>(uintptr_t(8));  // not tensors
+    p.v_new.data = reinterpret_cast<void*>(uintptr_t(16));
+    p.rotary_cos.data = reinterpret_cast<void*>(uintptr_t(24));
+    p.cache_leftpad.data = reinterpret_cast<void*>(uintptr_t(32));
+    p.num_splits = -5;
+    fa::HostWorkspace ws(fa::forward_workspace_size(p));
+    ASSERT_EQ(fa_forward(&p, ws.data(), ws.size(), nullptr), FA_OK) << fa_last_error();
+    EXPECT_TRUE(plain.out.bytes_equal(old.out));
+    EXPECT_TRUE(plain.lse.bytes_equal(old.lse));
   }
 }
 

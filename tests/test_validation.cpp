@@ -89,10 +89,14 @@ const char* status_name(fa_status s) {
 //   Alibi:     F32 plus fp32 slopes (2, 4);  PackedAlibi: Packed plus slopes (2, 4)
 //   Paged:     F32 with k/v in a paged cache (forward only): 8 blocks of 3 keys (2, 3, 2, 8),
 //              block_table (2, 3) {{b0, b1, b2}, {b3, b4, -1}}, cache_seqlens {7, 4}
-enum class Base { F32, F16, Strided, Packed, Alibi, PackedAlibi, Paged };
+//   Append:    F32 with a dense cache (forward only) and the rest of flash_attn_with_kvcache:
+//              cache_seqlens {3, 4}, k_new / v_new (2, 2, 2, 8), rotary_cos / rotary_sin fp32
+//              (8, 2) interleaved (rotary_dim 4 of 8), cache_leftpad {1, 0}, cache_batch_idx
+//              {1, 0}, num_splits 3
+enum class Base { F32, F16, Strided, Packed, Alibi, PackedAlibi, Paged, Append };
 constexpr Base kBases[] = {Base::F32,   Base::F16,         Base::Strided, Base::Packed,
-                           Base::Alibi, Base::PackedAlibi, Base::Paged};
-bool forward_only(Base b) { return b == Base::Paged; }
+                           Base::Alibi, Base::PackedAlibi, Base::Paged,   Base::Append};
+bool forward_only(Base b) { return b == Base::Paged || b == Base::Append; }
 
 Case base_case(Base b) {
   Case c;
@@ -118,6 +122,7 @@ Case base_case(Base b) {
     c.page_size = 3;
     c.cache_lens = {7, 4};
   }
+  if (b == Base::Append) c.cache_lens = {3, 4};  // the other inputs: Call::attach_append
   return c;
 }
 
@@ -130,6 +135,7 @@ const char* base_name(Base b) {
     case Base::Alibi: return "Alibi";
     case Base::PackedAlibi: return "PackedAlibi";
     case Base::Paged: return "Paged";
+    case Base::Append: return "Append";
   }
   return "?";
 }
@@ -152,6 +158,7 @@ class Call {
   Call(Base base, EntryPoint entry)
       : pr(base_case(base)), p(pr.params(FA_BACKEND_AUTO, (entry & kBackward) != 0)) {
     pr.poison_outputs();
+    if (base == Base::Append) attach_append();
     size_t need = 0;
     const fa_status s = (entry & kBackward) ? fa_backward_workspace_size(&p, &need)
                                             : fa_forward_workspace_size(&p, &need);
@@ -167,6 +174,30 @@ class Call {
 
   // Keeps a tensor the mutation brings in alive (and snapshotted) for the call.
   HostTensor& add(HostTensor t) { return extra.emplace_back(std::move(t)); }
+  // An int32 vector of the given values, kept alive.
+  fa_tensor add_ints(const std::vector<int32_t>& values) {
+    HostTensor& t = add(HostTensor(FA_DTYPE_INT32, {int64_t(values.size())}));
+    for (size_t i = 0; i < values.size(); ++i) t.set(int64_t(i), values[i]);
+    return t.view().raw;
+  }
+  // A tensor of fresh random values, kept alive.
+  fa_tensor add_random(fa_dtype dtype, std::vector<int64_t> shape, uint64_t seed) {
+    HostTensor& t = add(HostTensor(dtype, std::move(shape)));
+    std::mt19937_64 rng(seed);
+    t.fill_normal(rng);
+    return t.view().raw;
+  }
+  // The Append base's inputs beyond its Problem (see Base).
+  void attach_append() {
+    p.k_new = add_random(FA_DTYPE_FP32, {2, 2, 2, 8}, 11);
+    p.v_new = add_random(FA_DTYPE_FP32, {2, 2, 2, 8}, 12);
+    p.rotary_cos = add_random(FA_DTYPE_FP32, {8, 2}, 13);
+    p.rotary_sin = add_random(FA_DTYPE_FP32, {8, 2}, 14);
+    p.rotary_interleaved = 1;
+    p.cache_leftpad = add_ints({1, 0});
+    p.cache_batch_idx = add_ints({1, 0});
+    p.num_splits = 3;
+  }
 
   fa_status invoke(EntryPoint entry, size_t* bytes) const {
     const fa_params* pp = null_params ? nullptr : &p;
@@ -213,7 +244,8 @@ void each_data_tensor(fa_params& p, const std::function<void(fa_tensor&)>& f) {
 void each_tensor(fa_params& p, const std::function<void(fa_tensor&)>& f) {
   each_data_tensor(p, f);
   for (fa_tensor* t : {&p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k, &p.alibi_slopes, &p.block_table,
-                       &p.cache_seqlens})
+                       &p.cache_seqlens, &p.cache_batch_idx, &p.cache_leftpad, &p.k_new, &p.v_new,
+                       &p.rotary_cos, &p.rotary_sin})
     if (t->data != nullptr) f(*t);
 }
 void set_device(fa_params& p, fa_device d) {
@@ -263,7 +295,11 @@ const std::vector<Entry>& catalogue() {
       {"struct_size_between_layouts", Base::F32, kAll, "params.struct_size",
        "1152 (between 0.1's 1144 and 0.2's 1328)", [](Call& c) { c.p.struct_size = 1152; },
        FA_ERROR_VERSION,
-       {"params.struct_size=1152 is not a known size (1144 for version 0.1, 1328 for 0.2)"}},
+       {"params.struct_size=1152 is not a known size (1144 for version 0.1, 1328 for 0.2, 1864 "
+        "for 0.3)"}},
+      {"struct_size_between_0_2_and_0_3", Base::F32, kAll, "params.struct_size",
+       "1400 (between 0.2's 1328 and 0.3's 1864)", [](Call& c) { c.p.struct_size = 1400; },
+       FA_ERROR_VERSION, {"params.struct_size=1400 is not a known size"}},
       {"struct_size_below_0_1", Base::F32, kAll, "params.struct_size", "1136 (0.1's size - 8)",
        [](Call& c) { c.p.struct_size = 1136; }, FA_ERROR_VERSION,
        {"params.struct_size=1136 is not a known size"}},
@@ -852,6 +888,151 @@ const std::vector<Entry>& catalogue() {
        {"cache_seqlens with cu_seqlens (a packed batch) is not supported yet"}},
 
       // --- positions ---------------------------------------------------------------------------
+      // --- the rest of flash_attn_with_kvcache (0.3): append, rotary, leftpad, row map, splits --
+      {"k_new_without_v_new", Base::Append, kForward, "v_new.data", "NULL while k_new is given",
+       [](Call& c) { c.p.v_new.data = nullptr; }, FA_ERROR_NULL_POINTER,
+       {"v_new.data is NULL while k_new is given"}},
+      {"v_new_without_k_new", Base::Append, kForward, "k_new.data", "NULL while v_new is given",
+       [](Call& c) { c.p.k_new.data = nullptr; }, FA_ERROR_NULL_POINTER,
+       {"k_new.data is NULL while v_new is given"}},
+      {"k_new_dtype_vs_k", Base::Append, kForward, "k_new.dtype", "fp16 (k fp32)",
+       [](Call& c) { c.p.k_new.dtype = FA_DTYPE_FP16; }, FA_ERROR_DTYPE,
+       {"k_new.dtype=fp16 must be fp32"}},
+      {"v_new_rank_3", Base::Append, kForward, "v_new.rank", "3",
+       [](Call& c) { c.p.v_new.rank = 3; }, FA_ERROR_RANK, {"v_new.rank=3 must be 4"}},
+      {"k_new_batch", Base::Append, kForward, "k_new.shape[0] (and v_new)", "1 (batch 2)",
+       [](Call& c) { c.p.k_new.shape[0] = c.p.v_new.shape[0] = 1; }, FA_ERROR_SHAPE,
+       {"k_new.shape[0]=1 must equal q.shape[0] (batch)=2"}},
+      {"k_new_heads_vs_k", Base::Append, kForward, "k_new.shape[2] (and v_new)",
+       "1 (heads_kv 2)", [](Call& c) { c.p.k_new.shape[2] = c.p.v_new.shape[2] = 1; },
+       FA_ERROR_SHAPE, {"k_new.shape[2]=1 must equal k.shape[2] (heads_kv)=2"}},
+      {"k_new_head_dim", Base::Append, kForward, "k_new.shape[3] (and v_new)", "4 (head_dim 8)",
+       [](Call& c) { c.p.k_new.shape[3] = c.p.v_new.shape[3] = 4; }, FA_ERROR_SHAPE,
+       {"k_new.shape[3]=4 must equal q.shape[3] (head_dim)=8"}},
+      {"v_new_seqlen_vs_k_new", Base::Append, kForward, "v_new.shape[1]", "1 (k_new's is 2)",
+       [](Call& c) { c.p.v_new.shape[1] = 1; }, FA_ERROR_SHAPE,
+       {"v_new.shape[1]=1 must equal k_new.shape[1]=2"}},
+      {"k_new_last_dim_stride_2", Base::Append, kForward, "k_new.stride[3]", "2",
+       [](Call& c) { c.p.k_new.stride[3] = 2; }, FA_ERROR_STRIDE,
+       {"k_new.stride[3]=2 must be 1"}},
+      {"v_new_device_cuda", Base::Append, kForward, "v_new.device", "(CUDA, 0)",
+       [](Call& c) { c.p.v_new.device = {FA_DEVICE_CUDA, 0}; }, FA_ERROR_DEVICE,
+       {"v_new.device=(1, 0) must equal q.device=(0, 0)"}},
+      {"k_new_address_mod4_2", Base::Append, kForward, "k_new.data", "fp32 at address % 4 == 2",
+       [](Call& c) { c.p.k_new.data = shifted(c.p.k_new.data, 2); }, FA_ERROR_ALIGNMENT,
+       {"k_new.data=", "must be aligned to 4 bytes"}},
+      {"k_new_without_cache_seqlens", Base::Append, kForward, "cache_seqlens.data",
+       "NULL with k_new", [](Call& c) { c.p.cache_seqlens.data = nullptr; },
+       FA_ERROR_NULL_POINTER, {"cache_seqlens.data is NULL; k_new is appended at cache_seqlens"}},
+      {"append_past_capacity", Base::Append, kForward, "cache_seqlens[1]",
+       "6 (+ 2 new keys > 7, the capacity)", [](Call& c) { c.pr.cache_seqlens.set(1, 6); },
+       FA_ERROR_CU_SEQLENS,
+       {"cache_seqlens[1]=6 + k_new.shape[1]=2 (seqlen_new) must be <= 7 (k.shape[1])",
+        "the appended keys must fit"}},
+      {"k_new_in_backward", Base::F32, kBackward, "k_new, v_new", "given to fa_backward",
+       [](Call& c) {
+         c.p.k_new = c.add_random(FA_DTYPE_FP32, {2, 2, 2, 8}, 1);
+         c.p.v_new = c.add_random(FA_DTYPE_FP32, {2, 2, 2, 8}, 2);
+       },
+       FA_ERROR_UNSUPPORTED, {"k_new (keys appended to the cache) is forward-only"}},
+      {"v_new_packed", Base::Packed, kForward, "v_new", "with cu_seqlens",
+       [](Call& c) { c.p.v_new = c.add_random(FA_DTYPE_FP32, {2, 2, 2, 8}, 2); },
+       FA_ERROR_UNSUPPORTED,
+       {"v_new (values appended to the cache) with cu_seqlens (a packed batch) is not supported"}},
+      {"cache_batch_idx_past_rows", Base::Append, kForward, "cache_batch_idx[0]",
+       "2 (the cache has 2 rows)", [](Call& c) { static_cast<int32_t*>(c.p.cache_batch_idx.data)[0] = 2; },
+       FA_ERROR_CU_SEQLENS,
+       {"cache_batch_idx[0]=2 must be in [0, 2) (k.shape[0], the rows of the dense cache)"}},
+      {"cache_batch_idx_negative", Base::Append, kForward, "cache_batch_idx[1]", "-1",
+       [](Call& c) { static_cast<int32_t*>(c.p.cache_batch_idx.data)[1] = -1; },
+       FA_ERROR_CU_SEQLENS, {"cache_batch_idx[1]=-1 must be in [0, 2)"}},
+      {"cache_batch_idx_repeated_append", Base::Append, kForward, "cache_batch_idx",
+       "{0, 0} with k_new", [](Call& c) { c.p.cache_batch_idx = c.add_ints({0, 0}); },
+       FA_ERROR_CU_SEQLENS,
+       {"cache_batch_idx[1]=0 repeats cache_batch_idx[0]: with k_new every batch entry appends "
+        "to its own cache row"}},
+      {"cache_batch_idx_paged", Base::Paged, kForward, "cache_batch_idx", "with block_table",
+       [](Call& c) { c.p.cache_batch_idx = c.add_ints({1, 0}); }, FA_ERROR_UNSUPPORTED,
+       {"cache_batch_idx with block_table is not supported"}},
+      {"cache_batch_idx_dtype_fp32", Base::Append, kForward, "cache_batch_idx.dtype", "fp32",
+       [](Call& c) { c.p.cache_batch_idx.dtype = FA_DTYPE_FP32; }, FA_ERROR_DTYPE,
+       {"cache_batch_idx.dtype=fp32 must be int32"}},
+      {"cache_batch_idx_batch", Base::Append, kForward, "cache_batch_idx.shape[0]", "3 (batch 2)",
+       [](Call& c) { c.p.cache_batch_idx = c.add_ints({0, 1, 1}); }, FA_ERROR_SHAPE,
+       {"cache_batch_idx.shape[0]=3 must equal q.shape[0]=2 (batch)"}},
+      {"cache_batch_idx_in_backward", Base::F32, kBackward, "cache_batch_idx",
+       "given to fa_backward", [](Call& c) { c.p.cache_batch_idx = c.add_ints({1, 0}); },
+       FA_ERROR_UNSUPPORTED, {"cache_batch_idx is forward-only"}},
+      {"cache_leftpad_past_seqlens", Base::Append, kForward, "cache_leftpad[1]",
+       "5 (cache_seqlens[1] is 4)", [](Call& c) { static_cast<int32_t*>(c.p.cache_leftpad.data)[1] = 5; },
+       FA_ERROR_CU_SEQLENS,
+       {"cache_leftpad[1]=5 must be in [0, 4] (cache_seqlens[1]): entry 1's keys start there"}},
+      {"cache_leftpad_negative", Base::Append, kForward, "cache_leftpad[0]", "-1",
+       [](Call& c) { static_cast<int32_t*>(c.p.cache_leftpad.data)[0] = -1; },
+       FA_ERROR_CU_SEQLENS, {"cache_leftpad[0]=-1 must be in [0, 3]"}},
+      {"cache_leftpad_past_capacity", Base::F32, kForward, "cache_leftpad[0]",
+       "8 (no cache_seqlens: k holds 7 keys)", [](Call& c) { c.p.cache_leftpad = c.add_ints({8, 0}); },
+       FA_ERROR_CU_SEQLENS, {"cache_leftpad[0]=8 must be in [0, 7] (k.shape[1])"}},
+      {"cache_leftpad_stride_2", Base::Append, kForward, "cache_leftpad.stride[0]", "2",
+       [](Call& c) { c.p.cache_leftpad.stride[0] = 2; }, FA_ERROR_STRIDE,
+       {"cache_leftpad.stride[0]=2 must be 1"}},
+      {"cache_leftpad_device_cuda", Base::Append, kForward, "cache_leftpad.device", "(CUDA, 0)",
+       [](Call& c) { c.p.cache_leftpad.device = {FA_DEVICE_CUDA, 0}; }, FA_ERROR_DEVICE,
+       {"cache_leftpad.device=(1, 0) must equal q.device=(0, 0)"}},
+      {"rotary_cos_without_sin", Base::Append, kForward, "rotary_sin.data",
+       "NULL while rotary_cos is given", [](Call& c) { c.p.rotary_sin.data = nullptr; },
+       FA_ERROR_NULL_POINTER, {"rotary_sin.data is NULL while rotary_cos is given"}},
+      {"rotary_without_k_new", Base::Paged, kForward, "k_new.data",
+       "NULL with rotary_cos / rotary_sin",
+       [](Call& c) {
+         c.p.rotary_cos = c.add_random(FA_DTYPE_FP32, {8, 2}, 1);
+         c.p.rotary_sin = c.add_random(FA_DTYPE_FP32, {8, 2}, 2);
+       },
+       FA_ERROR_NULL_POINTER, {"k_new.data is NULL; rotary_cos / rotary_sin rotate the keys"}},
+      {"rotary_dtype_fp16_vs_fp32", Base::Append, kForward, "rotary_cos.dtype",
+       "fp16 (q fp32: fp32 only)", [](Call& c) { c.p.rotary_cos.dtype = FA_DTYPE_FP16; },
+       FA_ERROR_DTYPE, {"rotary_cos.dtype=fp16 must be fp32 (q.dtype=fp32)"}},
+      {"rotary_rank_1", Base::Append, kForward, "rotary_cos.rank", "1",
+       [](Call& c) { c.p.rotary_cos.rank = 1; }, FA_ERROR_RANK, {"rotary_cos.rank=1 must be 2"}},
+      {"rotary_sin_rows_vs_cos", Base::Append, kForward, "rotary_sin.shape[0]",
+       "7 (rotary_cos has 8)", [](Call& c) { c.p.rotary_sin.shape[0] = 7; }, FA_ERROR_SHAPE,
+       {"rotary_sin.shape[0]=7 must equal rotary_cos.shape[0]=8"}},
+      {"rotary_dim_past_head_dim", Base::Append, kForward, "rotary_cos.shape[1] (and sin)",
+       "5 (rotary_dim 10 > head_dim 8)",
+       [](Call& c) { c.p.rotary_cos.shape[1] = c.p.rotary_sin.shape[1] = 5; }, FA_ERROR_SHAPE,
+       {"rotary_cos.shape[1]=5 (rotary_dim / 2) must be <= 4: rotary_dim=10 must be <= "
+        "head_dim=8"}},
+      {"rotary_too_few_positions", Base::Append, kForward, "rotary_cos.shape[0] (and sin)",
+       "5 (entry 1 rotates positions 4, 5)",
+       [](Call& c) { c.p.rotary_cos.shape[0] = c.p.rotary_sin.shape[0] = 5; }, FA_ERROR_SHAPE,
+       {"rotary_cos.shape[0]=5 (seqlen_ro) must be >= 6: batch entry 1 rotates positions "
+        "cache_seqlens[1]=4 to 5"}},
+      {"rotary_causal_query_positions", Base::Append, kForward, "causal",
+       "1 (the 5 queries of entry 1 sit at 4 to 8; rotary_cos has 8 rows)",
+       [](Call& c) { c.p.causal = 1; }, FA_ERROR_SHAPE,
+       {"rotary_cos.shape[0]=8 (seqlen_ro) must be >= 9: batch entry 1 rotates positions "
+        "cache_seqlens[1]=4 to 8 (5 rows of k_new / q)"}},
+      {"rotary_last_dim_stride_2", Base::Append, kForward, "rotary_sin.stride[1]", "2",
+       [](Call& c) { c.p.rotary_sin.stride[1] = 2; }, FA_ERROR_STRIDE,
+       {"rotary_sin.stride[1]=2 must be 1"}},
+      {"rotary_device_cuda", Base::Append, kForward, "rotary_cos.device", "(CUDA, 0)",
+       [](Call& c) { c.p.rotary_cos.device = {FA_DEVICE_CUDA, 0}; }, FA_ERROR_DEVICE,
+       {"rotary_cos.device=(1, 0) must equal q.device=(0, 0)"}},
+      {"rotary_in_backward", Base::F32, kBackward, "rotary_cos, rotary_sin",
+       "given to fa_backward",
+       [](Call& c) {
+         c.p.rotary_cos = c.add_random(FA_DTYPE_FP32, {8, 2}, 1);
+         c.p.rotary_sin = c.add_random(FA_DTYPE_FP32, {8, 2}, 2);
+       },
+       FA_ERROR_UNSUPPORTED, {"rotary_cos is forward-only"}},
+      {"num_splits_negative", Base::F32, kAll, "num_splits", "-1",
+       [](Call& c) { c.p.num_splits = -1; }, FA_ERROR_SIZE,
+       {"num_splits=-1 must be in [0, 128] (0 = the heuristic, 1 = no split)"}},
+      {"num_splits_129", Base::Append, kForward, "num_splits", "129",
+       [](Call& c) { c.p.num_splits = 129; }, FA_ERROR_SIZE, {"num_splits=129 must be in [0, 128]"}},
+      {"num_splits_with_dropout", Base::F32, kForward, "num_splits", "2 with dropout_p 0.25",
+       [](Call& c) { c.p.num_splits = 2; c.p.dropout_p = 0.25f; }, FA_ERROR_UNSUPPORTED,
+       {"num_splits=2 with dropout_p=0.25 is not supported"}},
       {"q_shift_int64_max", Base::F32, kAll, "q_shift", "INT64_MAX",
        [](Call& c) { c.p.q_shift = std::numeric_limits<int64_t>::max(); }, FA_ERROR_SIZE,
        {"q_shift=9223372036854775807 is too far from 0", "(seqlen_q=5, seqlen_k=7)"}},

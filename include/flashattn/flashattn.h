@@ -26,7 +26,7 @@
  * struct_size it knows, so programs built against an older header keep working: fields are only
  * ever appended, and a struct of an older (smaller) size is read as far as its struct_size and
  * completed with the defaults of the fields it predates. The library never reads or writes a
- * byte past the caller's struct_size. Known sizes (LP64): 1144 (0.1), 1328 (0.2).
+ * byte past the caller's struct_size. Known sizes (LP64): 1144 (0.1), 1328 (0.2), 1864 (0.3).
  */
 #ifndef FLASHATTN_FLASHATTN_H
 #define FLASHATTN_FLASHATTN_H
@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 #define FA_VERSION_MAJOR 0
-#define FA_VERSION_MINOR 2
+#define FA_VERSION_MINOR 3
 #define FA_VERSION_PATCH 0
 /* Encoded as major * 10000 + minor * 100 + patch. */
 #define FA_VERSION (FA_VERSION_MAJOR * 10000 + FA_VERSION_MINOR * 100 + FA_VERSION_PATCH)
@@ -70,7 +70,8 @@ typedef enum fa_status {
   FA_ERROR_SIZE = 9,           /* a size is zero or negative */
   FA_ERROR_CU_SEQLENS = 10,    /* an index array's values: cu_seqlens not starting at 0, not
                                   monotone or not matching totals; cache_seqlens past the cache;
-                                  a block_table entry that is not a block of k */
+                                  a block_table entry that is not a block of k; cache_leftpad,
+                                  cache_batch_idx out of range */
   FA_ERROR_WINDOW = 11,        /* window_left / window_right < -1 */
   FA_ERROR_DROPOUT = 12,       /* dropout_p outside [0, 1) */
   FA_ERROR_SOFTCAP = 13,       /* softcap negative or not finite */
@@ -90,7 +91,8 @@ typedef enum fa_dtype {
   FA_DTYPE_FP16 = 1,
   FA_DTYPE_BF16 = 2,
   FA_DTYPE_FP8_E4M3 = 3, /* reserved: rejected with FA_ERROR_UNSUPPORTED until fp8 kernels land */
-  FA_DTYPE_INT32 = 4     /* index arrays only: cu_seqlens, block_table, cache_seqlens */
+  FA_DTYPE_INT32 = 4     /* index arrays only: cu_seqlens, block_table, cache_seqlens,
+                            cache_batch_idx, cache_leftpad */
 } fa_dtype;
 
 typedef enum fa_device_type {
@@ -190,6 +192,48 @@ typedef struct fa_params {
    * int64 (else FA_ERROR_SIZE); the same for every sequence of a packed batch. Forward and
    * backward. */
   int64_t q_shift;
+
+  /* ---- Since 0.3, appended: a 0.2 caller's struct (1328 bytes) ends above. Every field below
+   * defaults to zero, which keeps the behaviour of 0.2. The rest of flash_attn_with_kvcache: a
+   * KV cache's row map and left padding, new keys appended in place, rotary embeddings, and the
+   * split of the keys. Forward only, fixed-length batches only (as the KV cache above); in this
+   * build the CPU backend implements them all and CUDA tensors refuse each (num_splits > 1
+   * included) with FA_ERROR_UNSUPPORTED. -------------------------------------------------- */
+
+  /* int32 (batch): the row of a dense cache that batch entry b uses, cache_batch_idx[b] in
+   * [0, k.shape[0]) (k, v are then (batch_cache, capacity, heads_kv, d), any batch_cache >= 1);
+   * data NULL (default) = entry b uses row b (k.shape[0] == batch). Not with block_table (the
+   * table already names each entry's blocks). Entries may repeat, except with k_new. */
+  fa_tensor cache_batch_idx;
+  /* int32 (batch): where each entry's keys start in its cache row: entry b attends to the cache
+   * rows [cache_leftpad[b], end_b) where end_b = cache_seqlens[b] (+ seqlen_new with k_new), or
+   * the capacity without cache_seqlens; 0 <= cache_leftpad[b] <= cache_seqlens[b]. The queries
+   * and the windows are aligned to those keys (as if the cache started at the pad). data NULL
+   * (default) = 0. */
+  fa_tensor cache_leftpad;
+  /* (batch, seqlen_new, heads_kv, d), k's dtype, both or neither: new keys and values written
+   * IN PLACE into the cache (dense or paged) at rows [cache_seqlens[b], cache_seqlens[b] +
+   * seqlen_new) of entry b (cache_seqlens is then required, and cache_seqlens[b] + seqlen_new
+   * must fit in the capacity) before the attention, which then sees cache_seqlens[b] +
+   * seqlen_new keys. The copy is bit-exact (v always; k unless rotary is given). On a rejected
+   * call the cache is not written. */
+  fa_tensor k_new, v_new;
+  /* (seqlen_ro, rotary_dim / 2), q's dtype or fp32, both or neither, only with k_new: rotary
+   * embedding (rotary_dim <= head_dim, even) of the new keys at positions cache_seqlens[b] + j
+   * and of the queries at cache_seqlens[b] + i when causal or windowed, else all at
+   * cache_seqlens[b] (flash_attn_with_kvcache's convention); positions index rows of cos / sin
+   * and must be < seqlen_ro. Dimensions from rotary_dim on are left as they are. With
+   * x1 = x[j], x2 = x[j + rotary_dim / 2] (rotary_interleaved = 0, GPT-NeoX) or x1 = x[2j],
+   * x2 = x[2j + 1] (rotary_interleaved != 0, GPT-J), j < rotary_dim / 2, c = cos[pos][j],
+   * s = sin[pos][j]:  x1' = x1 c - x2 s,  x2' = x1 s + x2 c  in fp32, rounded to the tensor's
+   * dtype (the rotated keys are what the cache stores). */
+  fa_tensor rotary_cos, rotary_sin;
+  int32_t rotary_interleaved;
+  /* The forward's split of each sequence's keys into parts merged by the combine step (split-KV):
+   * 0 (default) = the backend's heuristic, 1 = no split, n in [2, 128] = n parts (those past the
+   * keys are empty). Results agree within FlashAttention's accuracy rule, not bit for bit. Not
+   * with dropout_p > 0 when n > 1. The backward ignores it. */
+  int32_t num_splits;
 } fa_params;
 
 /* Library version (FA_VERSION encoding) and build description ("cpu", "cpu+cuda(80;90a)"). */
@@ -199,13 +243,14 @@ FA_API const char* fa_build_info(void);
 /* Fills *params with defaults: AUTO backend, no tensors, scale 0 (1/sqrt(d)), windows -1, every
  * field since 0.2 zero; sets struct_size.
  *
- * The name is a macro for the symbol of this header's layout: fa_params_init_v2 writes
- * sizeof(fa_params) of 0.2. A program built against the 0.1 header calls the symbol
- * fa_params_init, which the library keeps exporting and which writes the 0.1 layout only (1144
- * bytes, struct_size 1144): the library cannot know a caller's size from a pointer, so the
- * header names it. Bindings that load the library dynamically (ctypes) call the symbol of the
- * layout they mirror. The next layout will get fa_params_init_v3 and keep these two. */
-#define fa_params_init fa_params_init_v2
+ * The name is a macro for the symbol of this header's layout: fa_params_init_v3 writes
+ * sizeof(fa_params) of 0.3. The library keeps exporting the symbols of the older layouts, each
+ * writing its own layout only: fa_params_init (what a program built against the 0.1 header
+ * calls; 1144 bytes) and fa_params_init_v2 (0.2's header; 1328 bytes): the library cannot know
+ * a caller's size from a pointer, so the header names it. Bindings that load the library
+ * dynamically (ctypes) call the symbol of the layout they mirror. The next layout will get
+ * fa_params_init_v4 and keep these three. */
+#define fa_params_init fa_params_init_v3
 FA_API void fa_params_init(fa_params* params);
 
 /* Message of the last failed call on this thread ("" after a success). Valid until the next

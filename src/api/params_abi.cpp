@@ -10,13 +10,15 @@ static_assert(sizeof(void*) != 8 || kParamsSize_0_1 == 1144,
               "the 0.1 layout is 1144 bytes on LP64: a field before block_table moved");
 static_assert(sizeof(void*) != 8 || kParamsSize_0_2 == 1328,
               "the 0.2 layout is 1328 bytes on LP64: fields are only ever appended");
+static_assert(sizeof(void*) != 8 || kParamsSize_0_3 == 1864,
+              "the 0.3 layout is 1864 bytes on LP64: fields are only ever appended");
 
 fa_params current_layout(const fa_params& caller) {
   const size_t size = caller.struct_size;
-  if (size != kParamsSize_0_1 && size != kParamsSize_0_2)
+  if (size != kParamsSize_0_1 && size != kParamsSize_0_2 && size != kParamsSize_0_3)
     fail(FA_ERROR_VERSION, "params.struct_size=", size, " is not a known size (",
-         kParamsSize_0_1, " for version 0.1, ", kParamsSize_0_2, " for ", FA_VERSION_MAJOR, ".",
-         FA_VERSION_MINOR, "); call fa_params_init first");
+         kParamsSize_0_1, " for version 0.1, ", kParamsSize_0_2, " for 0.2, ", kParamsSize_0_3,
+         " for ", FA_VERSION_MAJOR, ".", FA_VERSION_MINOR, "); call fa_params_init first");
   fa_params r{};
   std::memcpy(&r, &caller, size);
   return r;
@@ -24,18 +26,23 @@ fa_params current_layout(const fa_params& caller) {
 
 }  // namespace fa
 
-// The symbol a program built against the 0.1 header calls (the current header maps the name to
-// fa_params_init_v2): its struct is kParamsSize_0_1 bytes, and exactly those are written, with
-// the defaults of fa_params_init_v2.
-#undef fa_params_init
-extern "C" FA_API void fa_params_init(fa_params* params);
-
-extern "C" void fa_params_init(fa_params* params) {
+// The symbols programs built against older headers call (the current header maps the name to
+// fa_params_init_v3): each writes exactly its layout's bytes, with fa_params_init_v3's defaults.
+namespace {
+void init_layout(fa_params* params, size_t size) {
   if (params == nullptr) return;
   fa_params d{};
-  d.struct_size = fa::kParamsSize_0_1;
+  d.struct_size = size;
   d.backend = FA_BACKEND_AUTO;
   d.window_left = -1;
   d.window_right = -1;
-  std::memcpy(static_cast<void*>(params), &d, fa::kParamsSize_0_1);
+  std::memcpy(static_cast<void*>(params), &d, size);
 }
+}  // namespace
+
+#undef fa_params_init
+extern "C" FA_API void fa_params_init(fa_params* params);
+extern "C" FA_API void fa_params_init_v2(fa_params* params);
+
+extern "C" void fa_params_init(fa_params* params) { init_layout(params, fa::kParamsSize_0_1); }
+extern "C" void fa_params_init_v2(fa_params* params) { init_layout(params, fa::kParamsSize_0_2); }

@@ -10,6 +10,7 @@
 #include "core/checked.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/splits.h"
 
 namespace fa {
 namespace {
@@ -120,6 +121,7 @@ enum class Role {
   Input,     // k, v: the inputs' dtype
   Output,    // out, and dout (a gradient has its tensor's dtype)
   Gradient,  // dq, dk, dv: their input's dtype
+  Rotary,    // rotary_cos, rotary_sin: the inputs' dtype or fp32 (CPU only, as rotary is)
 };
 struct DtypeRow {
   int32_t inputs;
@@ -140,6 +142,11 @@ constexpr DtypeRow kDtypeRows[] = {
     {FA_DTYPE_FP32, Role::Gradient, FA_DTYPE_FP32, false},
     {FA_DTYPE_FP16, Role::Gradient, FA_DTYPE_FP16, false},
     {FA_DTYPE_BF16, Role::Gradient, FA_DTYPE_BF16, false},
+    {FA_DTYPE_FP32, Role::Rotary,   FA_DTYPE_FP32, false},
+    {FA_DTYPE_FP16, Role::Rotary,   FA_DTYPE_FP16, false},
+    {FA_DTYPE_FP16, Role::Rotary,   FA_DTYPE_FP32, false},
+    {FA_DTYPE_BF16, Role::Rotary,   FA_DTYPE_BF16, false},
+    {FA_DTYPE_BF16, Role::Rotary,   FA_DTYPE_FP32, false},
 };
 
 const DtypeRow* dtype_row(int32_t inputs, Role role, int32_t dtype) {
@@ -231,8 +238,109 @@ int64_t check_cu_seqlens(const fa_tensor& cu, const char* name, int64_t total, i
   return longest;
 }
 
-// The KV cache (block_table, cache_seqlens) of a fixed-length batch: shapes, and on the CPU the
-// values. Sets r's cache fields and seqlen_k (the longest key sequence a batch entry reads).
+// Whether a call uses any KV-cache field, and the name of the first one given (for the refusals
+// of the backward and of packed batches).
+const char* kv_cache_feature(const fa_params& p) {
+  if (p.block_table.data != nullptr) return "block_table (a paged KV cache)";
+  if (p.cache_seqlens.data != nullptr) return "cache_seqlens";
+  if (p.cache_batch_idx.data != nullptr) return "cache_batch_idx";
+  if (p.cache_leftpad.data != nullptr) return "cache_leftpad";
+  if (p.k_new.data != nullptr) return "k_new (keys appended to the cache)";
+  if (p.v_new.data != nullptr) return "v_new (values appended to the cache)";
+  if (p.rotary_cos.data != nullptr) return "rotary_cos";
+  if (p.rotary_sin.data != nullptr) return "rotary_sin";
+  return nullptr;
+}
+
+// A 1-D int32 (batch) index array of the KV cache.
+const int32_t* check_batch_vector(const fa_tensor& t, const char* name, int64_t batch,
+                                  const fa_device& dev) {
+  check_index_vector(t, name, dev);
+  if (t.shape[0] != batch)
+    fail(FA_ERROR_SHAPE, name, ".shape[0]=", t.shape[0], " must equal q.shape[0]=", batch,
+         " (batch)");
+  return static_cast<const int32_t*>(t.data);
+}
+
+// k_new, v_new: (batch, seqlen_new, heads_kv, d) in the inputs' dtype, both or neither.
+void check_append(const fa_params* p, Params& r) {
+  const bool has_k = p->k_new.data != nullptr, has_v = p->v_new.data != nullptr;
+  if (!has_k && !has_v) return;
+  if (!has_k) fail(FA_ERROR_NULL_POINTER, "k_new.data is NULL while v_new is given");
+  if (!has_v) fail(FA_ERROR_NULL_POINTER, "v_new.data is NULL while k_new is given");
+  const fa_device dev = p->q.device;
+  for (const auto& [t, name] : {std::pair{&p->k_new, "k_new"}, std::pair{&p->v_new, "v_new"}}) {
+    check_tensor(*t, name, 4, true);
+    check_role_dtype(*t, name, Role::Input, p->q.dtype);
+    check_device(*t, name, dev);
+    check_alignment(*t, name, dtype_size(to_internal(t->dtype)));
+  }
+  const fa_tensor& kn = p->k_new;
+  const int64_t want[4] = {r.batch, kn.shape[1], r.heads_kv, r.head_dim};
+  const char* what[4] = {"q.shape[0] (batch)", "", "k.shape[2] (heads_kv)", "q.shape[3] (head_dim)"};
+  for (int i : {0, 2, 3})
+    if (kn.shape[i] != want[i])
+      fail(FA_ERROR_SHAPE, "k_new.shape[", i, "]=", kn.shape[i], " must equal ", what[i], "=",
+           want[i], " (k_new is (batch, seqlen_new, heads_kv, head_dim))");
+  check_same_shape(p->v_new, "v_new", kn, "k_new");
+  if (p->cache_seqlens.data == nullptr)
+    fail(FA_ERROR_NULL_POINTER, "cache_seqlens.data is NULL; k_new is appended at cache_seqlens, "
+         "so it needs them (as flash_attn_with_kvcache)");
+  r.k_new = make_view(p->k_new, false);
+  r.v_new = make_view(p->v_new, false);
+  r.seqlen_new = kn.shape[1];
+}
+
+// rotary_cos, rotary_sin: (seqlen_ro, rotary_dim / 2), both or neither, only with k_new. Every
+// position the call rotates must be a row of them (the CPU reads cache_seqlens: host memory).
+void check_rotary(const fa_params* p, Params& r) {
+  const bool has_cos = p->rotary_cos.data != nullptr, has_sin = p->rotary_sin.data != nullptr;
+  if (!has_cos && !has_sin) return;
+  if (!has_cos) fail(FA_ERROR_NULL_POINTER, "rotary_cos.data is NULL while rotary_sin is given");
+  if (!has_sin) fail(FA_ERROR_NULL_POINTER, "rotary_sin.data is NULL while rotary_cos is given");
+  if (r.seqlen_new == 0)
+    fail(FA_ERROR_NULL_POINTER, "k_new.data is NULL; rotary_cos / rotary_sin rotate the keys "
+         "appended to the cache (and q), so they need k_new and v_new");
+  const fa_device dev = p->q.device;
+  for (const auto& [t, name] :
+       {std::pair{&p->rotary_cos, "rotary_cos"}, std::pair{&p->rotary_sin, "rotary_sin"}}) {
+    check_tensor(*t, name, 2, true);
+    check_role_dtype(*t, name, Role::Rotary, p->q.dtype);
+    check_device(*t, name, dev);
+    check_alignment(*t, name, dtype_size(to_internal(t->dtype)));
+  }
+  const fa_tensor& cos = p->rotary_cos;
+  if (p->rotary_sin.dtype != cos.dtype)
+    fail(FA_ERROR_DTYPE, "rotary_sin.dtype=", dtype_name(p->rotary_sin.dtype),
+         " must equal rotary_cos.dtype=", dtype_name(cos.dtype));
+  check_same_shape(p->rotary_sin, "rotary_sin", cos, "rotary_cos");
+  if (2 * cos.shape[1] > r.head_dim)
+    fail(FA_ERROR_SHAPE, "rotary_cos.shape[1]=", cos.shape[1], " (rotary_dim / 2) must be <= ",
+         r.head_dim / 2, ": rotary_dim=", 2 * cos.shape[1], " must be <= head_dim=", r.head_dim);
+  Params::Rotary& ro = r.rotary;
+  ro.cos = cos.data;
+  ro.sin = p->rotary_sin.data;
+  ro.dtype = to_internal(cos.dtype);
+  ro.cos_stride_s = cos.stride[0];
+  ro.sin_stride_s = p->rotary_sin.stride[0];
+  ro.dim = 2 * cos.shape[1];
+  ro.seqlen = cos.shape[0];
+  ro.interleaved = p->rotary_interleaved != 0;
+  // flash_attn_with_kvcache: causal or local calls rotate query i at cache_seqlens + i.
+  ro.q_positions_advance = p->causal != 0 || p->window_left >= 0 || p->window_right >= 0;
+  const int64_t rows = std::max(r.seqlen_new, ro.q_positions_advance ? r.seqlen_q : int64_t(1));
+  for (int64_t b = 0; b < r.batch; ++b) {
+    const int64_t need = int64_t(r.cache_seqlens[b]) + rows;  // positions [cache_seqlens, need)
+    if (need > ro.seqlen)
+      fail(FA_ERROR_SHAPE, "rotary_cos.shape[0]=", ro.seqlen, " (seqlen_ro) must be >= ", need,
+           ": batch entry ", b, " rotates positions cache_seqlens[", b, "]=", r.cache_seqlens[b],
+           " to ", need - 1, " (", rows, ro.q_positions_advance ? " rows of k_new / q)" : " rows of k_new)");
+  }
+}
+
+// The KV cache (block_table, cache_seqlens, cache_batch_idx, cache_leftpad, k_new / v_new,
+// rotary) of a fixed-length batch: shapes, and on the CPU the values. Sets r's cache fields and
+// seqlen_k (the most keys a batch entry attends to).
 void check_kv_cache(const fa_params* p, Params& r) {
   const bool paged = p->block_table.data != nullptr, cached = p->cache_seqlens.data != nullptr;
   const fa_device dev = p->q.device;
@@ -255,37 +363,78 @@ void check_kv_cache(const fa_params* p, Params& r) {
                    .value("the paged cache's capacity block_table.shape[1] * k.shape[1]");
   }
   const char* capacity_name = paged ? "block_table.shape[1] * k.shape[1]" : "k.shape[1]";
+  r.cache_capacity = capacity;
   r.seqlen_k = capacity;
-  if (cached) {
-    const fa_tensor& cs = p->cache_seqlens;
-    check_index_vector(cs, "cache_seqlens", dev);
-    if (cs.shape[0] != r.batch)
-      fail(FA_ERROR_SHAPE, "cache_seqlens.shape[0]=", cs.shape[0], " must equal q.shape[0]=",
-           r.batch, " (batch)");
-    r.cache_seqlens = static_cast<const int32_t*>(cs.data);
-    // Host memory: CUDA tensors never get here (check_cpu_only_features).
-    int64_t longest = 0;
+  if (p->cache_batch_idx.data != nullptr) {
+    if (paged)
+      fail(FA_ERROR_UNSUPPORTED, "cache_batch_idx with block_table is not supported: the block "
+           "table already names each batch entry's blocks (as flash_attn_with_kvcache)");
+    r.cache_batch_idx = check_batch_vector(p->cache_batch_idx, "cache_batch_idx", r.batch, dev);
+  }
+  check_append(p, r);
+  if (cached) r.cache_seqlens = check_batch_vector(p->cache_seqlens, "cache_seqlens", r.batch, dev);
+  if (p->cache_leftpad.data != nullptr)
+    r.cache_leftpad = check_batch_vector(p->cache_leftpad, "cache_leftpad", r.batch, dev);
+
+  // Values: host memory (CUDA tensors never get here: check_cpu_only_features).
+  if (r.cache_batch_idx) {
+    const int64_t rows = p->k.shape[0];
     for (int64_t b = 0; b < r.batch; ++b) {
+      const int32_t row = r.cache_batch_idx[b];
+      if (row < 0 || row >= rows)
+        fail(FA_ERROR_CU_SEQLENS, "cache_batch_idx[", b, "]=", row, " must be in [0, ", rows,
+             ") (k.shape[0], the rows of the dense cache)");
+    }
+    if (r.seqlen_new > 0) {  // two entries appending into one row would race
+      std::vector<int64_t> first(size_t(rows), -1);
+      for (int64_t b = 0; b < r.batch; ++b) {
+        int64_t& f = first[size_t(r.cache_batch_idx[b])];
+        if (f >= 0)
+          fail(FA_ERROR_CU_SEQLENS, "cache_batch_idx[", b, "]=", r.cache_batch_idx[b],
+               " repeats cache_batch_idx[", f, "]: with k_new every batch entry appends to its "
+               "own cache row");
+        f = b;
+      }
+    }
+  }
+  int64_t longest = 0;
+  for (int64_t b = 0; b < r.batch; ++b) {
+    int64_t end = capacity;
+    if (cached) {
       const int64_t len = r.cache_seqlens[b];
       if (len < 0 || len > capacity)
         fail(FA_ERROR_CU_SEQLENS, "cache_seqlens[", b, "]=", len, " must be in [0, ", capacity,
              "] (", capacity_name, ", the cache's capacity)");
-      longest = std::max(longest, len);
+      if (len + r.seqlen_new > capacity)
+        fail(FA_ERROR_CU_SEQLENS, "cache_seqlens[", b, "]=", len, " + k_new.shape[1]=",
+             r.seqlen_new, " (seqlen_new) must be <= ", capacity, " (", capacity_name,
+             "): the appended keys must fit in the cache");
+      end = len + r.seqlen_new;
     }
-    r.seqlen_k = longest;
-  }
-  if (paged) {  // the entries each batch entry reads name blocks of k
-    for (int64_t b = 0; b < r.batch; ++b) {
-      const int64_t used = ceil_div(cached ? int64_t(r.cache_seqlens[b]) : capacity, r.page_size);
-      for (int64_t n = 0; n < used; ++n) {
+    const int64_t start = r.cache_leftpad ? int64_t(r.cache_leftpad[b]) : 0;
+    if (start < 0 || start > end - r.seqlen_new)
+      fail(FA_ERROR_CU_SEQLENS, "cache_leftpad[", b, "]=", start, " must be in [0, ",
+           end - r.seqlen_new, "] (", cached ? "cache_seqlens[" + std::to_string(b) + "]"
+                                             : std::string(capacity_name),
+           "): entry ", b, "'s keys start there");
+    longest = std::max(longest, end - start);
+    if (paged) {  // the entries this batch entry reads (and writes) name blocks of k
+      const int64_t used = ceil_div(end, r.page_size);
+      for (int64_t n = start / r.page_size; n < used; ++n) {
         const int32_t block = r.block_table[b * r.block_table_stride + n];
-        if (block < 0 || block >= r.num_blocks)
-          fail(FA_ERROR_CU_SEQLENS, "block_table[", b, "][", n, "]=", block,
-               " is not a block of k: must be in [0, ", r.num_blocks, ") (k.shape[0]); batch entry ",
-               b, " reads its first ", used, " entries");
+        if (block >= 0 && block < r.num_blocks) continue;
+        const std::string reads = start < r.page_size
+                                      ? "its first " + std::to_string(used) + " entries"
+                                      : "its entries " + std::to_string(start / r.page_size) +
+                                            " to " + std::to_string(used - 1);
+        fail(FA_ERROR_CU_SEQLENS, "block_table[", b, "][", n, "]=", block,
+             " is not a block of k: must be in [0, ", r.num_blocks, ") (k.shape[0]); batch entry ",
+             b, " reads ", reads);
       }
     }
   }
+  r.seqlen_k = longest;
+  check_rotary(p, r);
 }
 
 Params validate_common(const fa_params* caller, bool backward) {
@@ -303,7 +452,8 @@ Params validate_common(const fa_params* caller, bool backward) {
   if (packed && p->cu_seqlens_k.data == nullptr)
     fail(FA_ERROR_NULL_POINTER, "cu_seqlens_k.data is NULL while cu_seqlens_q is given");
   const int rank = packed ? 3 : 4;
-  const bool paged = p->block_table.data != nullptr, cached = p->cache_seqlens.data != nullptr;
+  const bool paged = p->block_table.data != nullptr;
+  const bool mapped = p->cache_batch_idx.data != nullptr;  // k.shape[0] counts cache rows
 
   // q first: every other tensor is checked against it.
   check_tensor(p->q, "q", rank, true);
@@ -325,12 +475,13 @@ Params validate_common(const fa_params* caller, bool backward) {
   }
   check_alignment(p->q, "q", dtype_size(to_internal(p->q.dtype)));
   check_cpu_only_features(*p, backward);
-  if ((paged || cached) && backward)
-    fail(FA_ERROR_UNSUPPORTED, paged ? "block_table (a paged KV cache)" : "cache_seqlens",
+  const char* kv_cache = kv_cache_feature(*p);
+  if (kv_cache && backward)
+    fail(FA_ERROR_UNSUPPORTED, kv_cache,
          " is forward-only: fa_backward does not take a KV cache (as FlashAttention's "
          "flash_attn_with_kvcache)");
-  if ((paged || cached) && packed)
-    fail(FA_ERROR_UNSUPPORTED, paged ? "block_table (a paged KV cache)" : "cache_seqlens",
+  if (kv_cache && packed)
+    fail(FA_ERROR_UNSUPPORTED, kv_cache,
          " with cu_seqlens (a packed batch) is not supported yet: KV caches take fixed-length "
          "batches");
 
@@ -349,7 +500,8 @@ Params validate_common(const fa_params* caller, bool backward) {
   if (p->k.shape[rank - 1] != d)
     fail(FA_ERROR_SHAPE, "k.shape[", rank - 1, "]=", p->k.shape[rank - 1],
          " must equal q.shape[", rank - 1, "]=", d, " (head_dim)");
-  if (!packed && !paged && p->k.shape[0] != p->q.shape[0])  // paged: k.shape[0] counts blocks
+  // paged: k.shape[0] counts blocks; with cache_batch_idx, cache rows
+  if (!packed && !paged && !mapped && p->k.shape[0] != p->q.shape[0])
     fail(FA_ERROR_SHAPE, "k.shape[0]=", p->k.shape[0], " must equal q.shape[0]=", p->q.shape[0],
          " (batch)");
   const int64_t hq = p->q.shape[rank - 2], hk = p->k.shape[rank - 2];
@@ -404,8 +556,8 @@ Params validate_common(const fa_params* caller, bool backward) {
     r.seqlen_k = p->k.shape[1];
     r.total_q = r.batch * r.seqlen_q;
     // Rows of k: validated above to fit (k's element count does).
-    r.total_k = paged ? p->k.shape[0] * p->k.shape[1] : r.batch * r.seqlen_k;
-    if (paged || cached) check_kv_cache(p, r);
+    r.total_k = paged || mapped ? p->k.shape[0] * p->k.shape[1] : r.batch * r.seqlen_k;
+    if (kv_cache) check_kv_cache(p, r);
   }
 
   // lse: fp32 (batch, heads_q, seqlen_q) or packed (heads_q, total_q); any strides. Optional in
@@ -447,6 +599,13 @@ Params validate_common(const fa_params* caller, bool backward) {
     fail(FA_ERROR_SIZE, "q_shift=", p->q_shift, " is too far from 0: |q_shift| + seqlen_q + ",
          "seqlen_k + 2^32 must fit in int64 (seqlen_q=", r.seqlen_q, ", seqlen_k=", r.seqlen_k, ")");
   r.q_shift = p->q_shift;
+  if (p->num_splits < 0 || p->num_splits > kMaxSplits)
+    fail(FA_ERROR_SIZE, "num_splits=", p->num_splits, " must be in [0, ", kMaxSplits,
+         "] (0 = the heuristic, 1 = no split)");
+  if (p->num_splits > 1 && p->dropout_p > 0.f && !backward)
+    fail(FA_ERROR_UNSUPPORTED, "num_splits=", p->num_splits, " with dropout_p=", p->dropout_p,
+         " is not supported: split-KV runs without dropout (use num_splits 0 or 1)");
+  r.num_splits = backward ? 1 : p->num_splits;
 
   // ALiBi slopes: fp32 (heads_q) or (batch, heads_q).
   if (p->alibi_slopes.data != nullptr) {
@@ -510,6 +669,13 @@ void check_cpu_only_features(const fa_params& p, bool backward) {
   if (p.block_table.data != nullptr) refuse("block_table (a paged KV cache)");
   if (p.cache_seqlens.data != nullptr) refuse("cache_seqlens (a KV cache's lengths)");
   if (p.q_shift != 0) refuse("q_shift != 0");
+  if (p.cache_batch_idx.data != nullptr) refuse("cache_batch_idx (a KV cache's row map)");
+  if (p.cache_leftpad.data != nullptr) refuse("cache_leftpad (a KV cache's left padding)");
+  if (p.k_new.data != nullptr || p.v_new.data != nullptr)
+    refuse("k_new / v_new (keys and values appended to a KV cache)");
+  if (p.rotary_cos.data != nullptr || p.rotary_sin.data != nullptr)
+    refuse("rotary_cos / rotary_sin (rotary embedding)");
+  if (p.num_splits > 1 && !backward) refuse("num_splits > 1 (split-KV)");
   const std::pair<const fa_tensor*, const char*> outputs[] = {{&p.out, "out"}, {&p.dout, "dout"}};
   for (const auto& [t, name] : outputs) {
     if (t->data == nullptr || (t == &p.dout && !backward)) continue;

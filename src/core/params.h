@@ -149,18 +149,71 @@ struct Params {
   // bounds around them (int32 windows) and ALiBi's distances never overflow.
   int64_t q_shift = 0;
 
+  // ---- Since 0.3 (fa_params' fields of the same names; forward only, fixed-length batches).
+  // Keys a cache row holds (k.shape[1] dense, max_blocks * page_size paged); 0 without a cache.
+  int64_t cache_capacity = 0;
+  // Dense caches: the row of k, v that batch entry b uses; nullptr: row b.
+  const int32_t* cache_batch_idx = nullptr;
+  // The first cache row of entry b's keys; nullptr: 0.
+  const int32_t* cache_leftpad = nullptr;
+  // New keys and values (batch, seqlen_new, heads_kv, d), written into the cache at rows
+  // [cache_seqlens[b], cache_seqlens[b] + seqlen_new) before the attention (the CPU: cpu/kv_update.cpp),
+  // which then reads them from the cache. seqlen_new = 0: none.
+  View k_new, v_new;
+  int64_t seqlen_new = 0;
+  // Rotary embedding of the new keys and of q (core/rotary.h); dim = 0: none.
+  struct Rotary {
+    const void* cos = nullptr;  // (seqlen, dim / 2), rows stride_s apart, in dtype
+    const void* sin = nullptr;
+    DType dtype = DType::F32;
+    int64_t cos_stride_s = 0, sin_stride_s = 0;
+    int64_t dim = 0, seqlen = 0;
+    bool interleaved = false;
+    // q's rows at consecutive positions (causal or windowed calls), else all at the first.
+    bool q_positions_advance = false;
+  } rotary;
+  // The caller's num_splits (0: the backend's heuristic, 1: none, n: n parts).
+  int64_t num_splits = 0;
+  // The part of every sequence's keys this Params describes: part split_index of split_count
+  // equal parts (the last ones shorter or empty). Set by a backend on its own copy when it runs
+  // a split call part by part (cpu/backend.cpp); validation leaves 1 part.
+  int64_t split_index = 0, split_count = 1;
+
+  // The cache row of batch entry b's keys.
+  FA_HOST_DEVICE int64_t cache_row(int64_t b) const {
+    return cache_batch_idx ? int64_t(cache_batch_idx[b]) : b;
+  }
+
   // Host code (the CPU backends): the arrays above are host memory here. A CUDA paged path will
   // need device versions that clamp what validation cannot read.
+  // Entry b's keys are the cache rows [leftpad, end): end = cache_seqlens[b] (+ seqlen_new), or
+  // the capacity; the queries are aligned to those keys. Split calls see their part of them.
   Sequence sequence(int64_t b) const {
     const SeqInfo s = seq(b);
-    const int64_t len_k = cache_seqlens ? int64_t(cache_seqlens[b]) : s.len_k;
-    return {s.q_start, s.k_start, s.len_q, len_k, len_k - s.len_q + q_shift};
+    int64_t k_start = s.k_start, len_k = s.len_k;
+    if (cache_seqlens) len_k = int64_t(cache_seqlens[b]) + seqlen_new;
+    else if (cache_capacity > 0) len_k = cache_capacity;
+    if (cache_leftpad) {
+      k_start = cache_leftpad[b];
+      len_k -= k_start;
+    }
+    int64_t diag = len_k - s.len_q + q_shift;
+    if (split_count > 1) {
+      const int64_t part = (len_k + split_count - 1) / split_count;
+      const int64_t k0 = split_index * part < len_k ? split_index * part : len_k;
+      const int64_t k1 = k0 + part < len_k ? k0 + part : len_k;
+      k_start += k0;
+      diag -= k0;  // query i still sits at key position i + diag of the whole sequence
+      len_k = k1 - k0;
+    }
+    return {s.q_start, k_start, s.len_q, len_k, diag};
   }
-  // Row of key t (a key position; packed batches: the packed row) of head h of k or v, through
-  // the block table when the cache is paged.
+  // Row of key t (a key position, a cache row: t counts from the row's start, not from the
+  // leftpad; packed batches: the packed row) of head h of k or v, through the block table when
+  // the cache is paged and through cache_batch_idx when it is dense.
   template <typename T>
   T* key_row(const View& kv, int64_t b, int64_t t, int64_t h) const {
-    if (block_table == nullptr) return kv.at<T>(b, t, h);
+    if (block_table == nullptr) return kv.at<T>(cache_row(b), t, h);
     return kv.at<T>(block_table[b * block_table_stride + t / page_size], t % page_size, h);
   }
 };

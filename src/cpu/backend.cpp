@@ -3,7 +3,11 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <vector>
 
+#include "core/splits.h"
+#include "cpu/combine.h"
+#include "cpu/kv_update.h"
 #include "cpu/reference.h"
 #include "cpu/scratch.h"
 
@@ -35,9 +39,39 @@ struct Layout {
   }
 };
 
+// Split-KV on the CPU: the parts run concurrently, one per thread, each over every
+// (batch, head) of its key range (so a decode call with fewer tasks than threads keeps them all
+// busy), then the combine step merges them. A part shorter than this many keys costs more in
+// partial traffic than it saves.
+constexpr int64_t kMinKeysPerSplit = 256;
+
+// The parts a forward runs in: the caller's num_splits, or the heuristic's choice for the
+// machine's threads (so the query and the run agree: both see omp_get_max_threads()).
+int64_t forward_splits(const Params& p) {
+  if (p.num_splits > 0) return p.num_splits;
+  const int64_t tasks = p.batch * p.heads_q * ceil_div(p.seqlen_q, kBlockM);
+  return heuristic_splits(tasks, p.seqlen_k, omp_get_max_threads(), kMinKeysPerSplit);
+}
+
+// The forward's shared scratch, in the order forward() carves it: the rotated q, then per part
+// its fp32 output (total_q, heads_q, d) and its LSE (heads_q, total_q).
+struct ForwardShared {
+  int64_t parts;
+  Checked rotated_q = 0, part_out = 0, part_lse = 0;
+  explicit ForwardShared(const Params& p) : parts(forward_splits(p)) {
+    rotated_q = Arena::checked_block_bytes(rotated_q_elems(p));  // as floats: room for any dtype
+    if (parts > 1) {
+      part_out = Arena::checked_block_bytes(Checked(p.total_q) * p.heads_q * p.head_dim);
+      part_lse = Arena::checked_block_bytes(Checked(p.total_q) * p.heads_q);
+    }
+  }
+  Checked bytes() const { return rotated_q + (part_out + part_lse) * parts; }
+};
+
 Layout forward_layout(const Params& p, Impl impl) {
-  if (impl == Impl::Reference) return {0, reference_forward_thread_bytes(p)};
-  return {0, forward_thread_bytes(p)};
+  const Checked shared = ForwardShared(p).bytes();
+  if (impl == Impl::Reference) return {shared, reference_forward_thread_bytes(p)};
+  return {shared, forward_thread_bytes(p)};
 }
 Layout backward_layout(const Params& p, Impl impl) {
   if (impl == Impl::Reference) return {0, reference_backward_thread_bytes(p)};
@@ -57,14 +91,68 @@ size_t backward_workspace(const Params& p, Impl impl) {
 size_t min_forward_workspace(const Params& p, Impl impl) { return forward_layout(p, impl).bytes(1); }
 size_t min_backward_workspace(const Params& p, Impl impl) { return backward_layout(p, impl).bytes(1); }
 
-void forward(const Params& p, Impl impl, void* workspace, size_t bytes) {
-  const int threads = forward_layout(p, impl).threads_fitting(bytes);
+namespace {
+
+// The attention of p (one part, or the whole call) with the given scratch.
+void attend(const Params& p, Impl impl, void* workspace, size_t bytes, int threads) {
   if (impl == Impl::Reference)
     return reference_forward<double>(p, workspace, bytes, threads);
 #if defined(FA_HAVE_AVX2_KERNELS)
   if (has_avx2()) return avx2::flash_forward(p, workspace, bytes, threads);
 #endif
   return generic::flash_forward(p, workspace, bytes, threads);
+}
+
+}  // namespace
+
+void forward(const Params& call, Impl impl, void* workspace, size_t bytes) {
+  const Layout layout = forward_layout(call, impl);
+  const int threads = layout.threads_fitting(bytes);
+  const ForwardShared shared(call);
+  // The shared blocks from the aligned start, the threads' scratch after them (Layout's order).
+  Arena arena(workspace, bytes);
+  char* base = reinterpret_cast<char*>(arena.floats(0));
+  const size_t shared_bytes = shared.bytes().bytes("the CPU forward's shared scratch");
+  char* scratch = base + shared_bytes;
+  const size_t scratch_bytes = arena.size() - shared_bytes;
+
+  Params p = call;
+  if (p.seqlen_new > 0) append_kv(p, threads);  // the attention reads the new keys from the cache
+  if (p.rotary.dim > 0) p.q = rotate_queries(p, base, threads);
+  if (shared.parts <= 1) return attend(p, impl, scratch, scratch_bytes, threads);
+
+  // Split-KV: part s over its keys into its fp32 partials, the parts concurrently (each on one
+  // thread with that thread's scratch), then the combine step into out and lse.
+  const int64_t n = shared.parts, hq = p.heads_q, d = p.head_dim;
+  std::vector<Partial> parts{size_t(n)};
+  char* part_base = base + shared.rotated_q.bytes("the rotated q");
+  const size_t out_bytes = shared.part_out.bytes("split-KV partials");
+  const size_t lse_bytes = shared.part_lse.bytes("split-KV partials");
+  for (int64_t s = 0; s < n; ++s) {
+    Partial& part = parts[size_t(s)];
+    char* at = part_base + size_t(s) * (out_bytes + lse_bytes);
+    part.out.data = at;
+    part.out.dtype = DType::F32;
+    part.out.stride_h = d;
+    part.out.stride_s = hq * d;
+    part.out.stride_b = p.varlen() ? 0 : p.seqlen_q * hq * d;
+    part.lse.data = reinterpret_cast<float*>(at + out_bytes);
+    part.lse.stride_s = 1;
+    part.lse.stride_h = p.varlen() ? p.total_q : p.seqlen_q;
+    part.lse.stride_b = p.varlen() ? 0 : hq * p.seqlen_q;
+  }
+  const size_t per_thread = layout.per_thread.bytes("the CPU forward's scratch");
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t s = 0; s < n; ++s) {
+    Params ps = p;
+    ps.split_index = s;
+    ps.split_count = n;
+    ps.out = parts[size_t(s)].out;
+    ps.lse = parts[size_t(s)].lse;
+    // Nested: the part's own loop runs on this thread alone, in this thread's scratch.
+    attend(ps, impl, scratch + per_thread * size_t(omp_get_thread_num()), per_thread, 1);
+  }
+  combine(p, parts.data(), n, threads);
 }
 
 void backward(const Params& p, Impl impl, void* workspace, size_t bytes) {

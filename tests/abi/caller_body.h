@@ -1,5 +1,6 @@
-/* The body of a caller, included by old_caller.c and new_caller.c after their own flashattn
- * header: the same source compiled against two layouts of fa_params. ABI_RUN names the function. */
+/* The body of a caller, included by old_caller.c, v0_2_caller.c and new_caller.c after their own
+ * flashattn header: the same source compiled against three layouts of fa_params. ABI_RUN names
+ * the function. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,40 @@ int ABI_RUN(abi_results* r) {
     bad = abi_check(fa_backward(p, ws, bytes, NULL), "fa_backward");
     free(ws);
   }
+#if FA_VERSION_MINOR >= 2 || FA_VERSION_MAJOR > 0
+  /* 0.2's fields: a paged cache read through a block table, cache_seqlens and q_shift. */
+  if (!bad) {
+    static float kc[KV_ELEMS], vc[KV_ELEMS];
+    static int32_t table[B * MAX_BLOCKS], seqlens[B] = {7, 4};
+    int b;
+    for (b = 0; b < B; ++b) {
+      table[b * MAX_BLOCKS + 0] = 2 * b + 1;
+      table[b * MAX_BLOCKS + 1] = 2 * b;
+      table[b * MAX_BLOCKS + 2] = 5 - b;
+    }
+    abi_fill(kc, KV_ELEMS, 5);
+    abi_fill(vc, KV_ELEMS, 6);
+    memset(&p->dout, 0, sizeof p->dout);
+    memset(&p->dq, 0, sizeof p->dq);
+    memset(&p->dk, 0, sizeof p->dk);
+    memset(&p->dv, 0, sizeof p->dv);
+    p->k = abi_tensor(kc, PAGES, PAGE, HK, D, 4);
+    p->v = abi_tensor(vc, PAGES, PAGE, HK, D, 4);
+    p->out = abi_tensor(r->kv_out, B, SQ, HQ, D, 4);
+    p->lse = abi_tensor(r->kv_lse, B, HQ, SQ, 1, 3);
+    p->block_table = abi_tensor(table, B, MAX_BLOCKS, 1, 1, 2);
+    p->block_table.dtype = FA_DTYPE_INT32;
+    p->cache_seqlens = abi_tensor(seqlens, B, 1, 1, 1, 1);
+    p->cache_seqlens.dtype = FA_DTYPE_INT32;
+    p->q_shift = 1;
+    bad = abi_check(fa_forward_workspace_size(p, &bytes), "fa_forward_workspace_size (paged)");
+    if (!bad) {
+      ws = malloc(bytes ? bytes : 1);
+      bad = abi_check(fa_forward(p, ws, bytes, NULL), "fa_forward (paged)");
+      free(ws);
+    }
+  }
+#endif
   free(p);
   return bad;
 }

@@ -1,5 +1,6 @@
-/* ctest abi_v0_1_caller: a caller compiled against the 0.1 header keeps working with this
- * library. It runs a forward and a backward through its own 1144-byte fa_params (heap-allocated
+/* ctest abi_v0_1_caller: callers compiled against the 0.1 and the 0.2 headers keep working with
+ * this library. Each runs a forward and a backward (the 0.2 caller also a paged KV-cache
+ * forward) through its own fa_params of its header's size, 1144 and 1328 bytes (heap-allocated
  * at exactly that size: under the asan preset any byte the library wrote or read past it would
  * be reported), and its results must be the bytes of the same calls made through the current
  * header. */
@@ -9,19 +10,35 @@
 
 #include "problem.h"
 
-static abi_results old_r, new_r;
+static abi_results old_r, v2_r, new_r;
 
 int main(void) {
   int i;
-  if (abi_run_v0_1(&old_r) != 0 || abi_run_current(&new_r) != 0) return 1;
-  if (sizeof(void*) == 8 && old_r.struct_size != 1144) {
-    fprintf(stderr, "fa_params_init of a 0.1 caller set struct_size=%zu, expected 1144\n",
-            old_r.struct_size);
+  if (abi_run_v0_1(&old_r) != 0 || abi_run_v0_2(&v2_r) != 0 || abi_run_current(&new_r) != 0)
+    return 1;
+  if (sizeof(void*) == 8 && (old_r.struct_size != 1144 || v2_r.struct_size != 1328)) {
+    fprintf(stderr, "fa_params_init of the 0.1 / 0.2 callers set struct_size=%zu / %zu, "
+            "expected 1144 / 1328\n", old_r.struct_size, v2_r.struct_size);
     return 1;
   }
-  if (new_r.struct_size <= old_r.struct_size) {
-    fprintf(stderr, "the current struct (%zu bytes) is not larger than 0.1's (%zu)\n",
-            new_r.struct_size, old_r.struct_size);
+  if (new_r.struct_size <= v2_r.struct_size || v2_r.struct_size <= old_r.struct_size) {
+    fprintf(stderr, "the structs (%zu, %zu, %zu bytes) do not grow with the version\n",
+            old_r.struct_size, v2_r.struct_size, new_r.struct_size);
+    return 1;
+  }
+  for (i = 0; i < LSE_ELEMS; ++i)
+    if (!isfinite(v2_r.kv_lse[i])) {
+      fprintf(stderr, "kv_lse[%d]=%g: every causal row sees a key here\n", i, v2_r.kv_lse[i]);
+      return 1;
+    }
+  if (memcmp(v2_r.out, new_r.out, sizeof v2_r.out) != 0 ||
+      memcmp(v2_r.lse, new_r.lse, sizeof v2_r.lse) != 0 ||
+      memcmp(v2_r.dq, new_r.dq, sizeof v2_r.dq) != 0 ||
+      memcmp(v2_r.dk, new_r.dk, sizeof v2_r.dk) != 0 ||
+      memcmp(v2_r.dv, new_r.dv, sizeof v2_r.dv) != 0 ||
+      memcmp(v2_r.kv_out, new_r.kv_out, sizeof v2_r.kv_out) != 0 ||
+      memcmp(v2_r.kv_lse, new_r.kv_lse, sizeof v2_r.kv_lse) != 0) {
+    fprintf(stderr, "the 0.2 caller's results differ from the current header's\n");
     return 1;
   }
   for (i = 0; i < LSE_ELEMS; ++i)
@@ -37,7 +54,8 @@ int main(void) {
     fprintf(stderr, "the 0.1 caller's results differ from the current header's\n");
     return 1;
   }
-  printf("0.1 caller ok: struct_size %zu (current %zu), forward and backward bit-identical\n",
-         old_r.struct_size, new_r.struct_size);
+  printf("0.1 and 0.2 callers ok: struct_size %zu and %zu (current %zu), forward and backward "
+         "(0.2: and a paged forward) bit-identical\n", old_r.struct_size, v2_r.struct_size,
+         new_r.struct_size);
   return 0;
 }

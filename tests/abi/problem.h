@@ -10,9 +10,15 @@
 enum { B = 2, SQ = 5, SK = 7, HQ = 4, HK = 2, D = 8 };
 enum { Q_ELEMS = B * SQ * HQ * D, K_ELEMS = B * SK * HK * D, LSE_ELEMS = B * HQ * SQ };
 
-/* Results of one forward + backward (causal, GQA 2:1, fp32, CPU flash backend). */
+/* The paged KV-cache forward of callers whose header has 0.2's fields: 6 blocks of 3 keys, each
+ * entry's table {2 * b + 1, 2 * b, 5 - b}, cache_seqlens {7, 4}, q_shift 1. */
+enum { PAGES = 6, PAGE = 3, MAX_BLOCKS = 3, KV_ELEMS = PAGES * PAGE * HK * D };
+
+/* Results of one forward + backward (causal, GQA 2:1, fp32, CPU flash backend) and, for callers
+ * of 0.2 and later, of the paged forward (kv_out, kv_lse; else left zero). */
 typedef struct abi_results {
   float out[Q_ELEMS], lse[LSE_ELEMS], dq[Q_ELEMS], dk[K_ELEMS], dv[K_ELEMS];
+  float kv_out[Q_ELEMS], kv_lse[LSE_ELEMS];
   size_t struct_size; /* what fa_params_init set */
 } abi_results;
 
@@ -27,6 +33,7 @@ static void abi_fill(float* x, int n, uint32_t seed) {
 
 /* 0 on success; else prints the library's message and returns 1. */
 int abi_run_v0_1(abi_results* r);
+int abi_run_v0_2(abi_results* r);
 int abi_run_current(abi_results* r);
 
 #endif
