@@ -90,6 +90,13 @@ struct Options {
   Tensor block_table, cache_seqlens;
   // Shift of the queries along the keys (fa_params::q_shift); 0: bottom-right aligned.
   int64_t q_shift = 0;
+  // The rest of flash_attn_with_kvcache (fa_params 0.3, forward only): a dense cache's row per
+  // batch entry and each entry's first key (int32 (batch)); new keys / values
+  // (batch, seqlen_new, heads_kv, d) appended in place at cache_seqlens; rotary cos / sin
+  // (seqlen_ro, rotary_dim / 2) for them and q; the split count (0 heuristic, 1 none).
+  Tensor cache_batch_idx, cache_leftpad, k_new, v_new, rotary_cos, rotary_sin;
+  bool rotary_interleaved = false;
+  int32_t num_splits = 0;
 };
 
 // The C parameter block for the given tensors and options.
@@ -121,6 +128,14 @@ inline fa_params make_params(const Tensor& q, const Tensor& k, const Tensor& v, 
   p.block_table = o.block_table.raw;
   p.cache_seqlens = o.cache_seqlens.raw;
   p.q_shift = o.q_shift;
+  p.cache_batch_idx = o.cache_batch_idx.raw;
+  p.cache_leftpad = o.cache_leftpad.raw;
+  p.k_new = o.k_new.raw;
+  p.v_new = o.v_new.raw;
+  p.rotary_cos = o.rotary_cos.raw;
+  p.rotary_sin = o.rotary_sin.raw;
+  p.rotary_interleaved = o.rotary_interleaved;
+  p.num_splits = o.num_splits;
   return p;
 }
 
