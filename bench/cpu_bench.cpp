@@ -29,6 +29,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -36,19 +38,20 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "flashattn/flashattn.h"
+#include "cli.h"  // tools/common: CLI11 validators, man-page --help
 #include "core/dtype.h"  // header-only fp16/bf16 conversions (tested in tests/test_dtype.cpp)
+#include "flashattn/flashattn.h"
 #include "flashattn/flashattn.hpp"
+#include "text.h"  // tools/common: fatools::Table, sig
 
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024.0;
 // Backward FLOPs per forward FLOP (two GEMMs forward, five backward).
 constexpr double kBackwardFlopRatio = 2.5;
 
@@ -76,37 +79,6 @@ struct Options {
   std::string command;
 };
 
-const char* kUsage =
-    "usage: fa-cpu-bench [flags]\n"
-    "\n"
-    "Speed (GFLOP/s) and peak memory of the CPU attention backends, public API only.\n"
-    "Threads: OpenMP's default (all cores) unless OMP_NUM_THREADS is set.\n"
-    "\n"
-    "speed (flash forward and backward at one shape):\n"
-    "  --dtype fp32|fp16|bf16      element type of q, k, v, out and gradients   [fp32]\n"
-    "  --batch N, -b N             batch size                                    [1]\n"
-    "  --heads N                   heads (query and key/value alike)             [8]\n"
-    "  --seqlen N, -s N            sequence length, queries and keys             [2048]\n"
-    "  --head-dim N, -d N          head dimension                                [64]\n"
-    "  --causal                    causal mask (FLOPs halved)                    [off]\n"
-    "  --repeats N                 timed calls after one warm-up; median shown   [5]\n"
-    "  --with-reference            also time one forward of the reference backend (no warm-up;\n"
-    "                              it is slow: naive, fp64)                      [off]\n"
-    "  --no-speed                  skip the speed part\n"
-    "\n"
-    "memory (forward + backward, fp32, b=1, h=8, d=64, one child process per configuration):\n"
-    "  --memory-seqlens LIST       comma-separated sequence lengths  [1024,2048,4096,8192]\n"
-    "  --max-reference-seqlen N    run the reference only up to this length; longer ones\n"
-    "                              report the workspace sizes only (the reference needs\n"
-    "                              16*s^2 bytes per thread, ~2.5 min at 8192)    [4096]\n"
-    "  --no-memory                 skip the memory part\n"
-    "\n"
-    "other:\n"
-    "  --no-check                  skip the flash-vs-reference check before timing\n"
-    "  --no-ceiling                skip the fp32 FMA-throughput ceiling (1 and all threads)\n"
-    "  --json PATH                 also write {machine, library, command, rows} to PATH\n"
-    "  --help, -h                  this text\n";
-
 const char* dtype_name(int32_t t) {
   switch (t) {
     case FA_DTYPE_FP16: return "fp16";
@@ -115,82 +87,64 @@ const char* dtype_name(int32_t t) {
   }
 }
 
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "fa-cpu-bench: %s\n\n%s", message.c_str(), kUsage);
-  std::exit(2);
-}
-
-int64_t parse_int(const std::string& flag, const std::string& text, int64_t min_value) {
-  char* end = nullptr;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || v < min_value)
-    usage_error(flag + "=" + text + ": expected an integer >= " + std::to_string(min_value));
-  return v;
-}
-
-Options parse_args(int argc, char** argv) {
-  Options o;
-  for (int i = 0; i < argc; ++i) o.command += (i ? " " : "") + std::string(argv[i]);
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i], value;
-    const size_t eq = flag.find('=');
-    const bool inline_value = flag.rfind("--", 0) == 0 && eq != std::string::npos;
-    if (inline_value) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-    }
-    auto next = [&]() -> std::string {
-      if (inline_value) return value;
-      if (i + 1 >= argc) usage_error(flag + ": missing value");
-      return argv[++i];
-    };
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (flag == "--dtype") {
-      const std::string v = next();
-      const fa_dtype dtypes[] = {FA_DTYPE_FP32, FA_DTYPE_FP16, FA_DTYPE_BF16};
-      const auto it = std::find_if(std::begin(dtypes), std::end(dtypes),
-                                   [&](fa_dtype t) { return v == dtype_name(t); });
-      if (it == std::end(dtypes)) usage_error("--dtype=" + v + ": expected fp32, fp16 or bf16");
-      o.shape.dtype = *it;
-    } else if (flag == "--batch" || flag == "-b") {
-      o.shape.b = parse_int(flag, next(), 1);
-    } else if (flag == "--heads") {
-      o.shape.h = parse_int(flag, next(), 1);
-    } else if (flag == "--seqlen" || flag == "-s") {
-      o.shape.s = parse_int(flag, next(), 1);
-    } else if (flag == "--head-dim" || flag == "-d") {
-      o.shape.d = parse_int(flag, next(), 1);
-    } else if (flag == "--causal") {
-      o.shape.causal = true;
-    } else if (flag == "--repeats") {
-      o.repeats = int(parse_int(flag, next(), 1));
-    } else if (flag == "--with-reference") {
-      o.with_reference = true;
-    } else if (flag == "--no-speed") {
-      o.speed = false;
-    } else if (flag == "--no-memory") {
-      o.memory = false;
-    } else if (flag == "--no-check") {
-      o.check = false;
-    } else if (flag == "--no-ceiling") {
-      o.ceiling = false;
-    } else if (flag == "--memory-seqlens") {
-      o.memory_seqlens.clear();
-      std::stringstream list(next());
-      for (std::string item; std::getline(list, item, ',');)
-        o.memory_seqlens.push_back(parse_int(flag, item, 1));
-      if (o.memory_seqlens.empty()) usage_error("--memory-seqlens: empty list");
-    } else if (flag == "--max-reference-seqlen") {
-      o.max_reference_seqlen = parse_int(flag, next(), 0);
-    } else if (flag == "--json") {
-      o.json_path = next();
-    } else {
-      usage_error("unknown flag " + flag);
-    }
-  }
-  return o;
+// The command line (CLI11); returns -1 to go on, else the exit status (0 after --help, 2 after a
+// usage error).
+int parse_args(int argc, char** argv, Options* o) {
+  CLI::App app{"speed (GFLOP/s) and peak memory of the CPU attention backends", "fa-cpu-bench"};
+  fatools::setup(
+      app,
+      {{"fa-cpu-bench",
+        {"Speed and peak memory of the CPU attention backends through the public API only, each "
+         "part in its own forked child process: the fp32 FMA ceiling (1 and all threads), a check "
+         "of flash against the fp64 reference, flash forward and backward at one shape, and a "
+         "memory sweep (fp32, b=1, h=8, d=64) of one forward + backward per backend and length. "
+         "Threads: OpenMP's default (all cores) unless OMP_NUM_THREADS is set.",
+         {{"EXAMPLES", " fa-cpu-bench\n fa-cpu-bench --max-reference-seqlen 8192 --json cpu.json\n"
+                       " OMP_NUM_THREADS=1 fa-cpu-bench --no-memory\n"
+                       " fa-cpu-bench --dtype bf16 --causal -s 4096 --no-memory"},
+          {"EXIT STATUS", "0 done; 1 the check or a measurement failed; 2 bad arguments."},
+          {"SEE ALSO", "docs/cpu-benchmark.md (method, figures)."}}}}});
+  const auto positive = fatools::integer(1);
+  std::string dtype = "fp32";
+  bool no_speed = false, no_memory = false, no_check = false, no_ceiling = false;
+  app.add_option("--dtype", dtype, "speed part: element type of q, k, v, out and the gradients.")
+      ->check(fatools::one_of({"fp32", "fp16", "bf16"}))->type_name("TYPE")->capture_default_str();
+  app.add_option("-b,--batch", o->shape.b, "speed part: batch size.")->check(positive)->type_name("N")
+      ->capture_default_str();
+  app.add_option("--heads", o->shape.h, "speed part: heads (query and key/value alike).")
+      ->check(positive)->type_name("N")->capture_default_str();
+  app.add_option("-s,--seqlen", o->shape.s, "speed part: sequence length, queries and keys.")
+      ->check(positive)->type_name("N")->capture_default_str();
+  app.add_option("-d,--head-dim", o->shape.d, "speed part: head dimension.")->check(positive)
+      ->type_name("N")->capture_default_str();
+  app.add_flag("--causal", o->shape.causal, "speed part: causal mask (FLOPs halved).");
+  app.add_option("--repeats", o->repeats, "timed calls after one warm-up; the median is shown.")
+      ->check(positive)->type_name("N")->capture_default_str();
+  app.add_flag("--with-reference", o->with_reference,
+               "also time one forward of the reference backend (no warm-up; it is slow: naive, "
+               "fp64).");
+  app.add_flag("--no-speed", no_speed, "skip the speed part.");
+  app.add_option("--memory-seqlens", o->memory_seqlens, "memory part: sequence lengths, comma-separated.")
+      ->check(positive)->delimiter(',')->type_name("LIST")->capture_default_str();
+  app.add_option("--max-reference-seqlen", o->max_reference_seqlen,
+                 "memory part: run the reference only up to this length; longer ones report the "
+                 "workspace sizes only (the reference needs 16*s^2 bytes per thread, ~2.5 min at "
+                 "8192).")
+      ->check(fatools::integer(0))->type_name("N")->capture_default_str();
+  app.add_flag("--no-memory", no_memory, "skip the memory part.");
+  app.add_flag("--no-check", no_check, "skip the flash-vs-reference check before timing.");
+  app.add_flag("--no-ceiling", no_ceiling, "skip the fp32 FMA-throughput ceiling (1 and all threads).");
+  app.add_option("--json", o->json_path, "also write {machine, library, command, ceilings, rows} here.")
+      ->type_name("PATH");
+  if (const int rc = fatools::parse(app, argc, argv); rc >= 0) return rc;
+  for (fa_dtype t : {FA_DTYPE_FP32, FA_DTYPE_FP16, FA_DTYPE_BF16})
+    if (dtype == dtype_name(t)) o->shape.dtype = t;
+  o->speed = !no_speed;
+  o->memory = !no_memory;
+  o->check = !no_check;
+  o->ceiling = !no_ceiling;
+  for (int i = 0; i < argc; ++i) o->command += (i ? " " : "") + std::string(argv[i]);
+  return -1;
 }
 
 int omp_threads();
@@ -213,8 +167,9 @@ struct Row {
   char error[240] = "";      // non-empty: the configuration failed
 };
 
+// src into a fixed-size field of a Row, cut to fit and terminated.
 void copy_text(char* dst, size_t n, const std::string& src) {
-  std::snprintf(dst, n, "%s", src.c_str());
+  *fmt::format_to_n(dst, n - 1, "{}", src).out = '\0';
 }
 
 double forward_flops(const Shape& sh) {
@@ -555,12 +510,9 @@ std::vector<Row> check_job(const Shape& bench) {
   for (const auto& [name, err] : errors) {
     Row r = make_row(name, "flash", sh);
     r.gflops = err;
-    if (!(err <= tol)) {
-      char msg[128];
-      std::snprintf(msg, sizeof msg, "%s differs from the reference by %.3g (tolerance %.0e)", name,
-                    err, tol);
-      copy_text(r.error, sizeof r.error, msg);
-    }
+    if (!(err <= tol))
+      copy_text(r.error, sizeof r.error,
+                fmt::format("{} differs from the reference by {:.3g} (tolerance {:.0e})", name, err, tol));
     rows.push_back(r);
   }
   return rows;
@@ -648,168 +600,158 @@ std::vector<Row> memory_job(const Shape& sh, fa_backend backend, const std::stri
 
 // ---- output -----------------------------------------------------------------------------------
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += char(c);
-    }
-  }
-  return out + "\"";
-}
+using Json = nlohmann::ordered_json;
 
-std::string json_number(double x) {
-  if (!std::isfinite(x)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", x);
-  return buf;
-}
-
-std::string json_row(const Row& r) {
-  std::ostringstream f;
+Json json_row(const Row& r) {
   const bool ran = !r.error[0] && !r.note[0];
-  f << "{\"op\": " << json_string(r.op) << ", \"dtype\": " << json_string(dtype_name(r.dtype))
-    << ", \"b\": " << r.b << ", \"h\": " << r.h << ", \"s\": " << r.s << ", \"d\": " << r.d
-    << ", \"causal\": " << (r.causal ? "true" : "false")
-    << ", \"backend\": " << json_string(r.backend) << ", \"threads\": " << r.threads
-    << ", \"ms\": " << (ran ? json_number(r.ms) : "null")
-    << ", \"gflops\": " << (ran ? json_number(r.gflops) : "null") << ", \"peak_rss_bytes\": "
-    << (ran && r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "null")
-    << ", \"workspace_bytes\": " << r.workspace_bytes
-    << ", \"workspace_fwd_bytes\": " << r.workspace_fwd_bytes
-    << ", \"workspace_bwd_bytes\": " << r.workspace_bwd_bytes
-    << ", \"tensor_bytes\": " << r.tensor_bytes;
-  if (r.note[0]) f << ", \"note\": " << json_string(r.note);
-  if (r.error[0]) f << ", \"error\": " << json_string(r.error);
-  f << "}";
-  return f.str();
+  auto figure = [&](double x) { return ran && std::isfinite(x) ? Json(x) : Json(); };
+  Json j{{"op", r.op},
+         {"dtype", dtype_name(r.dtype)},
+         {"b", r.b},
+         {"h", r.h},
+         {"s", r.s},
+         {"d", r.d},
+         {"causal", bool(r.causal)},
+         {"backend", r.backend},
+         {"threads", r.threads},
+         {"ms", figure(r.ms)},
+         {"gflops", figure(r.gflops)},
+         {"peak_rss_bytes", ran && r.peak_rss_bytes >= 0 ? Json(r.peak_rss_bytes) : Json()},
+         {"workspace_bytes", r.workspace_bytes},
+         {"workspace_fwd_bytes", r.workspace_fwd_bytes},
+         {"workspace_bwd_bytes", r.workspace_bwd_bytes},
+         {"tensor_bytes", r.tensor_bytes}};
+  if (r.note[0]) j["note"] = r.note;
+  if (r.error[0]) j["error"] = r.error;
+  return j;
 }
 
 void write_json(const Options& o, const std::string& load_before, const std::vector<Row>& ceilings,
                 const std::vector<Row>& rows) {
+  Json j{{"machine",
+          {{"cpu", cpu_model()},
+           {"cores", cpu_cores()},
+           {"threads", omp_threads()},
+           {"loadavg_before", load_before},
+           {"loadavg_after", load_average()}}},
+         {"library", {{"version", fa_version()}, {"build", fa_build_info()}}},
+         {"command", o.command},
+         {"ceilings", Json::array()},
+         {"rows", Json::array()}};
+  for (const Row& c : ceilings)
+    j["ceilings"].push_back({{"what", "fp32 fma"},
+                             {"threads", c.threads},
+                             {"gflops", c.note[0] ? Json() : Json(c.gflops)}});
+  for (const Row& r : rows) j["rows"].push_back(json_row(r));
   std::ofstream f(o.json_path);
-  f << "{\n  \"machine\": {\"cpu\": " << json_string(cpu_model()) << ", \"cores\": " << cpu_cores()
-    << ", \"threads\": " << omp_threads() << ", \"loadavg_before\": " << json_string(load_before)
-    << ", \"loadavg_after\": " << json_string(load_average()) << "},\n"
-    << "  \"library\": {\"version\": " << fa_version()
-    << ", \"build\": " << json_string(fa_build_info()) << "},\n"
-    << "  \"command\": " << json_string(o.command) << ",\n  \"ceilings\": [";
-  for (size_t i = 0; i < ceilings.size(); ++i) {
-    const Row& c = ceilings[i];
-    f << (i ? ", " : "") << "{\"what\": \"fp32 fma\", \"threads\": " << c.threads
-      << ", \"gflops\": " << (c.note[0] ? "null" : json_number(c.gflops)) << "}";
-  }
-  f << "],\n  \"rows\": [";
-  for (size_t i = 0; i < rows.size(); ++i) f << (i ? "," : "") << "\n    " << json_row(rows[i]);
-  f << "\n  ]\n}\n";
+  f << j.dump(1) << "\n";
   if (!f) {
-    std::fprintf(stderr, "fa-cpu-bench: cannot write %s\n", o.json_path.c_str());
+    fmt::print(stderr, "fa-cpu-bench: cannot write {}\n", o.json_path);
     std::exit(1);
   }
-  std::printf("\nwrote %s\n", o.json_path.c_str());
+  fmt::print("\nwrote {}\n", o.json_path);
 }
 
 std::string shape_text(const Shape& sh) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%s b=%lld h=%lld s=%lld d=%lld %s", dtype_name(sh.dtype),
-                (long long)sh.b, (long long)sh.h, (long long)sh.s, (long long)sh.d,
-                sh.causal ? "causal" : "non-causal");
-  return buf;
+  return fmt::format("{} b={} h={} s={} d={} {}", dtype_name(sh.dtype), sh.b, sh.h, sh.s, sh.d,
+                     sh.causal ? "causal" : "non-causal");
 }
 
-// One memory row; growth compares the extra RSS with the previous length's (x2 linear, x4
+// The memory table; growth compares the peak with the previous length's (x2 linear, x4
 // quadratic when the lengths double).
+const fatools::Table kMemoryTable({{"backend", 10, true}, {"s", 6}, {"tensors", 8}, {"ws fwd", 8},
+                                   {"ws bwd", 8}, {"peak", 8}, {"beyond", 8}, {"growth", 6},
+                                   {"ms", 8}, {"GFLOP/s", 7}});
+
 void print_memory_row(const Row& r, const Row* prev) {
-  std::printf("%-10s %6lld %9.1f %9.1f %9.1f ", r.backend, (long long)r.s,
-              double(r.tensor_bytes) / kMiB, double(r.workspace_fwd_bytes) / kMiB,
-              double(r.workspace_bwd_bytes) / kMiB);
+  std::vector<std::string> cells{r.backend, std::to_string(r.s), fatools::mib(double(r.tensor_bytes)),
+                                 fatools::mib(double(r.workspace_fwd_bytes)),
+                                 fatools::mib(double(r.workspace_bwd_bytes))};
   if (r.error[0] || r.note[0]) {
-    std::printf(" %s\n", r.error[0] ? r.error : r.note);
-    return;
+    cells.push_back(r.error[0] ? r.error : r.note);
+  } else {
+    const bool grew = prev && !prev->error[0] && !prev->note[0] && prev->peak_rss_bytes > 0;
+    for (std::string c : {fatools::mib(double(r.peak_rss_bytes)),
+                          fatools::mib(double(r.peak_rss_bytes - r.tensor_bytes)),
+                          grew ? fatools::times(double(r.peak_rss_bytes) / double(prev->peak_rss_bytes))
+                               : std::string(),
+                          fatools::sig(r.ms), fatools::sig(r.gflops)})
+      cells.push_back(c);
   }
-  char growth[16] = "";
-  if (prev && !prev->error[0] && !prev->note[0] && prev->peak_rss_bytes > 0)
-    std::snprintf(growth, sizeof growth, "x%.2f",
-                  double(r.peak_rss_bytes) / double(prev->peak_rss_bytes));
-  std::printf("%10.1f %10.1f %7s %10.0f %8.2f\n", double(r.peak_rss_bytes) / kMiB,
-              double(r.peak_rss_bytes - r.tensor_bytes) / kMiB, growth, r.ms, r.gflops);
+  fmt::print("{}", kMemoryTable.row(cells));
+  std::fflush(stdout);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse_args(argc, argv);
-  std::printf("fa-cpu-bench: flashattn %d (%s)\n", fa_version(), fa_build_info());
+  Options o;
+  if (const int rc = parse_args(argc, argv, &o); rc >= 0) return rc;
+  fmt::print("fa-cpu-bench: flashattn {} ({})\n", fa_version(), fa_build_info());
   const std::string load_before = load_average();
-  std::printf("machine: %s, %d cores, %d OpenMP threads%s; load average %s\n", cpu_model().c_str(),
-              cpu_cores(), omp_threads(),
-              std::getenv("OMP_NUM_THREADS") ? " (OMP_NUM_THREADS)" : "", load_before.c_str());
+  fmt::print("machine: {}, {} cores, {} OpenMP threads{}; load average {}\n", cpu_model(),
+             cpu_cores(), omp_threads(), std::getenv("OMP_NUM_THREADS") ? " (OMP_NUM_THREADS)" : "",
+             load_before);
   std::vector<Row> ceilings, rows;
   bool failed = false;
 
   if (o.ceiling) {
     ceilings = in_child(make_row("fma", "ceiling", Shape{}), ceiling_job);
-    std::printf("\nceiling: fp32 FMA throughput (AVX2),");
+    fmt::print("\nceiling: fp32 FMA throughput (AVX2),");
     for (const Row& c : ceilings) {
       if (c.note[0] || c.error[0])
-        std::printf(" %s", c.note[0] ? c.note : c.error);
+        fmt::print(" {}", c.note[0] ? c.note : c.error);
       else
-        std::printf(" %d thread%s %.1f GFLOP/s;", c.threads, c.threads > 1 ? "s" : "", c.gflops);
+        fmt::print(" {} thread{} {} GFLOP/s;", c.threads, c.threads > 1 ? "s" : "", fatools::sig(c.gflops));
     }
-    std::printf("\n");
+    fmt::print("\n");
   }
 
   if (o.check && o.speed) {
     const std::vector<Row> checks =
         in_child(make_row("check", "flash", o.shape), [&] { return check_job(o.shape); });
-    std::printf("\ncheck: flash vs reference (fp64), %s, max |diff| / max(1, max |ref|):",
-                shape_text(check_shape(o.shape)).c_str());
+    fmt::print("\ncheck: flash vs reference (fp64), {}, max |diff| / max(1, max |ref|):",
+               shape_text(check_shape(o.shape)));
     for (const Row& r : checks) {
       if (r.error[0]) {
         failed = true;
-        std::printf("\n  FAILED: %s", r.error);
+        fmt::print("\n  FAILED: {}", r.error);
       } else {
-        std::printf(" %s %.2g", r.op, r.gflops);
+        fmt::print(" {} {:.2g}", r.op, r.gflops);
       }
     }
-    std::printf("\n");
+    fmt::print("\n");
     if (failed) {
-      std::fprintf(stderr, "fa-cpu-bench: the check failed; not timing a wrong kernel\n");
+      fmt::print(stderr, "fa-cpu-bench: the check failed; not timing a wrong kernel\n");
       return 1;
     }
   }
 
   if (o.speed) {
-    std::printf("\nspeed: %s, warm-up + median of %d (reference: one call)\n",
-                shape_text(o.shape).c_str(), o.repeats);
-    std::printf("%-4s %-10s %10s %9s %14s\n", "op", "backend", "ms", "GFLOP/s", "workspace MiB");
+    fmt::print("\nspeed: {}, warm-up + median of {} (reference: one call)\n", shape_text(o.shape),
+               o.repeats);
+    const fatools::Table table({{"op", 4, true}, {"backend", 10, true}, {"ms", 9}, {"GFLOP/s", 8},
+                                {"workspace MiB", 13}});
+    fmt::print("{}", table.header());
     for (const Row& r : in_child(make_row("fwd", "flash", o.shape),
                                  [&] { return speed_job(o.shape, o.repeats, o.with_reference); })) {
       rows.push_back(r);
       if (r.error[0]) {
         failed = true;
-        std::printf("%-4s %-10s %s\n", r.op, r.backend, r.error);
+        fmt::print("{}", table.row({r.op, r.backend, r.error}));
         continue;
       }
-      std::printf("%-4s %-10s %10.1f %9.2f %14.2f\n", r.op, r.backend, r.ms, r.gflops,
-                  double(r.workspace_bytes) / kMiB);
+      fmt::print("{}", table.row({r.op, r.backend, fatools::sig(r.ms), fatools::sig(r.gflops),
+                                  fatools::mib(double(r.workspace_bytes))}));
     }
   }
 
   if (o.memory) {
-    std::printf(
+    fmt::print(
         "\nmemory: one forward + backward per child process, fp32 b=1 h=8 d=64 non-causal, MiB\n"
         "peak = peak RSS above the child's baseline (inputs, outputs, workspace, library);\n"
         "beyond = peak - tensors; growth = peak / peak at the previous length\n");
-    std::printf("%-10s %6s %9s %9s %9s %10s %10s %7s %10s %8s\n", "backend", "s", "tensors",
-                "ws fwd", "ws bwd", "peak", "beyond", "growth", "ms", "GFLOP/s");
+    fmt::print("{}", kMemoryTable.header());
     for (fa_backend backend : {FA_BACKEND_FLASH, FA_BACKEND_REFERENCE}) {
       std::vector<Row> mine;
       mine.reserve(o.memory_seqlens.size());
@@ -830,7 +772,7 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("\nload average at the end: %s\n", load_average().c_str());
+  fmt::print("\nload average at the end: {}\n", load_average());
   if (!o.json_path.empty()) write_json(o, load_before, ceilings, rows);
   return failed ? 1 : 0;
 }

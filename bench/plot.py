@@ -8,22 +8,53 @@ memory.png needs rows with peak_bytes: fa-bench's, or gpu_bench.py --memory's):
                (only when the record has a "compare" section)
 
   python3 bench/plot.py RECORD.json OUTDIR [--op fwd] [--dtype bf16]
-Rows whose status is not "ok" (out of memory, unsupported) are left out of the lines.
+Rows whose status is not "ok" (out of memory, unsupported) are left out of the lines. A record
+with nothing to draw (a `fa-bench plan` table, a fa-cpu-bench record, rows of another op) is
+refused with a message saying what it is and what plot.py draws (exit status 2), before
+matplotlib is loaded.
 """
 import argparse
 import json
 import os
 import sys
 
-import matplotlib
+plt = None  # matplotlib.pyplot, imported once the record is known to be drawable
 
-matplotlib.use("Agg")  # files only; no display on CI or the GPU machine
-import matplotlib.pyplot as plt  # noqa: E402
+# What a row needs to be drawn: the keys of shared/BENCH.md's rows that the charts read.
+ROW_KEYS = ("op", "d", "causal", "s_q", "backend")
+DRAWS = ("plot.py draws the rows of fa-bench run / sweep / compare records and of "
+         "bench/gpu_bench.py's (shared/BENCH.md's schema)")
+
+
+def refusal(rec, op):
+    """Why the record cannot be drawn for `op` (a message), or None when it can."""
+    if not isinstance(rec, dict) or not isinstance(rec.get("rows"), list):
+        return f"not a benchmark record (no 'rows' list); {DRAWS}"
+    rows = rec["rows"]
+    if "model" in rec and "elem_bytes" in rec:
+        return (f"a `fa-bench plan` record (memory per seqlen of model "
+                f"{rec['model'].get('name', '?')}): it has no timed rows; {DRAWS}")
+    if "machine" in rec and any("gflops" in r for r in rows if isinstance(r, dict)):
+        return (f"a fa-cpu-bench record (docs/cpu-benchmark.md): its rows have no s_q / tflops; "
+                f"{DRAWS}")
+    if not rows:
+        return "the record has no rows"
+    for i, r in enumerate(rows):
+        missing = [k for k in ROW_KEYS if not isinstance(r, dict) or k not in r]
+        if not missing and r.get("ms") and "tflops" not in r:
+            missing = ["tflops"]
+        if missing:
+            return f"row {i} lacks {', '.join(missing)}; {DRAWS}"
+    ops = sorted({r["op"] for r in rows if r.get("ms")})
+    if op not in ops:
+        return (f"no timed rows with op {op}; the record has {', '.join(ops) or 'none'} "
+                f"(choose with --op)")
+    return None
 
 
 def ok_rows(rec, op, dtype):
     return [r for r in rec["rows"] if r.get("status", "ok") == "ok" and r["op"] == op
-            and (dtype is None or r["dtype"] == dtype) and r.get("ms")]
+            and (dtype is None or r.get("dtype") == dtype) and r.get("ms")]
 
 
 def series(rows, key):
@@ -122,8 +153,21 @@ def main():
     ap.add_argument("--dtype", default=None, help="only rows of this dtype (default: all)")
     ap.add_argument("--prefix", default="", help="file name prefix, e.g. h200-2026-12-01-")
     args = ap.parse_args()
-    with open(args.record) as f:
-        rec = json.load(f)
+    try:
+        with open(args.record) as f:
+            rec = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"plot.py: cannot read {args.record}: {e}", file=sys.stderr)
+        return 2
+    why = refusal(rec, args.op)
+    if why:
+        print(f"plot.py: cannot draw {args.record}: {why}", file=sys.stderr)
+        return 2
+    global plt
+    import matplotlib
+    matplotlib.use("Agg")  # files only; no display on CI or the GPU machine
+    import matplotlib.pyplot
+    plt = matplotlib.pyplot
     os.makedirs(args.outdir, exist_ok=True)
     made = []
     for name, fn in (("tflops", lambda p: plot_tflops(rec, args.op, args.dtype, p)),

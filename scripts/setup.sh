@@ -9,7 +9,10 @@ command -v g++ >/dev/null || need+=(g++)
 command -v make >/dev/null || need+=(make)
 command -v python3 >/dev/null || need+=(python3)
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
-[ -f /usr/include/CLI/CLI.hpp ] || need+=(libcli11-dev)  # fa-bench's command line (header-only)
+# The tools' libraries (tools/deps.cmake; the library itself uses none): command lines, {fmt}, JSON.
+[ -f /usr/include/CLI/CLI.hpp ] || need+=(libcli11-dev)
+[ -f /usr/include/fmt/format.h ] || need+=(libfmt-dev)
+[ -f /usr/include/nlohmann/json.hpp ] || need+=(nlohmann-json3-dev)
 # Plots (bench/plot.py) are optional: their smoke test skips without matplotlib, and the package
 # pulls ~40 others, so CI installs it only when asked.
 if [ "${FA_SETUP_PLOTS:-0}" = 1 ] && ! /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then

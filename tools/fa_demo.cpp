@@ -3,19 +3,22 @@
 // backend), checks every result against the fp64 reference, and prints one table.
 //
 //   fa-demo [--quick]      --quick: the two smallest shapes only
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <random>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "cli.h"         // tools/common: CLI11 with a man-page --help
 #include "core/dtype.h"  // header-only fp16/bf16 conversions (tested in tests/test_dtype.cpp)
 #include "flashattn/flashattn.hpp"
+#include "text.h"        // tools/common: fatools::Table, sig
 
 #ifdef FA_DEMO_CUDA
 #include <cuda_runtime.h>
@@ -33,10 +36,11 @@ struct Buffers {  // fp32 host tensors of one shape (dtype conversion is the lib
 };
 
 std::string shape_str(const Shape& s) {
-  return "(" + std::to_string(s.batch) + "," + std::to_string(s.heads_q) + "," +
-         std::to_string(s.heads_kv) + "," + std::to_string(s.seqlen) + "," +
-         std::to_string(s.head_dim) + ")";
+  return fmt::format("({},{},{},{},{})", s.batch, s.heads_q, s.heads_kv, s.seqlen, s.head_dim);
 }
+
+// A relative or absolute error, to 3 significant figures in scientific notation.
+std::string err_str(double e) { return fmt::format("{:.2e}", e); }
 
 // FLOPs of one forward: 4 b h s^2 d, halved for causal.
 double forward_flops(const Shape& s) {
@@ -94,7 +98,7 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   do {                                                                               \
     const cudaError_t e_ = (call);                                                   \
     if (e_ != cudaSuccess) {                                                         \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e_));              \
+      fmt::print(stderr, "{}: {}\n", #call, cudaGetErrorString(e_));                \
       std::exit(1);                                                                  \
     }                                                                                \
   } while (0)
@@ -210,30 +214,33 @@ bool gpu_usable(std::string* why) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  CLI::App app{"runs attention forward and backward on the best device and checks it", "fa-demo"};
+  fatools::setup(app, {{"fa-demo",
+                        {"Runs FlashAttention forward and backward through the public C++ API on "
+                         "a CUDA GPU when this build has kernels for it (bf16, checked against the "
+                         "CPU flash backend on the same inputs), and on the CPU flash backend (fp32, "
+                         "checked against the fp64 reference); prints one table per device.",
+                         {{"EXIT STATUS", "0 every check passed; 1 a check failed or a call "
+                                          "failed; 2 bad arguments."}}}}});
   bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--quick")) {
-      quick = true;
-    } else {
-      std::printf("usage: fa-demo [--quick]\n  Runs attention forward+backward on the best device, "
-                  "checks it against the fp64 reference, prints a table.\n");
-      return std::strcmp(argv[i], "--help") == 0 ? 0 : 2;
-    }
-  }
-  std::printf("%s\n", fa_build_info());
+  app.add_flag("--quick", quick, "the two smallest shapes only.");
+  if (const int rc = fatools::parse(app, argc, argv); rc >= 0) return rc;
+  fmt::print("{}\n", fa_build_info());
   std::string why;
   const bool gpu = gpu_usable(&why);
-  if (!gpu) std::printf("device: CPU (GPU not used: %s)\n", why.c_str());
+  if (!gpu) fmt::print("device: CPU (GPU not used: {})\n", why);
 #ifdef FA_DEMO_CUDA
   if (gpu) {
     cudaDeviceProp prop;
     DEMO_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-    std::printf("device: %s (forward and backward on the GPU in bf16)\n", prop.name);
+    fmt::print("device: {} (forward and backward on the GPU in bf16)\n", prop.name);
     std::vector<Shape> gpu_shapes = {{4, 16, 16, 1024, 64, false},  {2, 16, 16, 4096, 128, false},
                                      {2, 16, 16, 4096, 128, true}, {1, 16, 4, 8192, 128, true}};
     if (quick) gpu_shapes.resize(2);
-    std::printf("\n%-28s %-7s %9s %9s %9s %9s %10s %10s\n", "GPU (b,hq,hkv,s,d)", "causal",
-                "fwd ms", "bwd ms", "fwd TF/s", "bwd TF/s", "out err", "grad err");
+    const fatools::Table gpu_table({{"GPU (b,hq,hkv,s,d)", 28, true}, {"causal", 7, true},
+                                    {"fwd ms", 9}, {"bwd ms", 9}, {"fwd TFLOP/s", 11},
+                                    {"bwd TFLOP/s", 11}, {"out err", 10}, {"grad err", 10}});
+    fmt::print("\n{}", gpu_table.header());
     std::mt19937 grng(7);
     std::normal_distribution<float> gnd;
     bool gok = true;
@@ -252,7 +259,7 @@ int main(int argc, char** argv) {
       try {
         res = run_gpu(s, b, 20);
       } catch (const fa::Error& e) {
-        std::printf("error: %s\n", e.what());
+        fmt::print("error: {}\n", e.what());
         return 1;
       }
       // Check the first batch entry against the CPU flash backend in fp32 on the same
@@ -273,7 +280,7 @@ int main(int argc, char** argv) {
       try {
         run_cpu(one, r, FA_BACKEND_FLASH);
       } catch (const fa::Error& e) {
-        std::printf("error: %s\n", e.what());
+        fmt::print("error: {}\n", e.what());
         return 1;
       }
       auto first = [](const std::vector<float>& x, long n) {
@@ -285,14 +292,15 @@ int main(int argc, char** argv) {
       const double grad_err = std::max({rel_err(first(b.dq, bq), r.dq), rel_err(first(b.dk, bk), r.dk),
                                         rel_err(first(b.dv, bk), r.dv)});
       const double flops = forward_flops(s);
-      std::printf("%-28s %-7s %9.3f %9.3f %9.1f %9.1f %10.2e %10.2e\n", shape_str(s).c_str(),
-                  s.causal ? "yes" : "no", res.fwd_ms, res.bwd_ms, flops / res.fwd_ms * 1e-9,
-                  2.5 * flops / res.bwd_ms * 1e-9, out_err, grad_err);
+      fmt::print("{}", gpu_table.row({shape_str(s), s.causal ? "yes" : "no", fatools::sig(res.fwd_ms),
+                                      fatools::sig(res.bwd_ms), fatools::sig(flops / res.fwd_ms * 1e-9),
+                                      fatools::sig(2.5 * flops / res.bwd_ms * 1e-9), err_str(out_err),
+                                      err_str(grad_err)}));
       gok = gok && out_err < 2e-2 && grad_err < 2e-2;  // bf16: 2^-8 relative
     }
-    std::printf("%s: GPU bf16 forward and backward vs CPU flash (fp32 on the same bf16 inputs;\n"
-                "out: max abs error; grad: max over dq, dk, dv of max abs error / max |ref|)\n\n",
-                gok ? "PASS" : "FAIL");
+    fmt::print("{}: GPU bf16 forward and backward vs CPU flash (fp32 on the same bf16 inputs;\n"
+               "out: max abs error; grad: max over dq, dk, dv of max abs error / max |ref|)\n\n",
+               gok ? "PASS" : "FAIL");
     if (!gok) return 1;
   }
 #endif
@@ -301,8 +309,10 @@ int main(int argc, char** argv) {
                                {1, 8, 8, 1024, 64, false},
                                {1, 8, 8, 2048, 128, true}};
   if (quick) shapes.resize(2);
-  std::printf("\n%-28s %-9s %10s %10s %10s %10s %12s\n", "CPU (b,hq,hkv,s,d)", "causal",
-              "fwd ms", "bwd ms", "fwd GF/s", "bwd GF/s", "max err");
+  const fatools::Table table({{"CPU (b,hq,hkv,s,d)", 28, true}, {"causal", 7, true}, {"fwd ms", 9},
+                              {"bwd ms", 9}, {"fwd GFLOP/s", 11}, {"bwd GFLOP/s", 11},
+                              {"max err", 10}});
+  fmt::print("\n{}", table.header());
   std::mt19937 rng(2024);
   std::normal_distribution<float> nd;
   bool ok = true;
@@ -320,18 +330,19 @@ int main(int argc, char** argv) {
       res = run_cpu(s, b, FA_BACKEND_FLASH);
       run_cpu(s, r, FA_BACKEND_REFERENCE);
     } catch (const fa::Error& e) {
-      std::printf("error: %s\n", e.what());
+      fmt::print("error: {}\n", e.what());
       return 1;
     }
     res.max_err = std::max({max_diff(b.out, r.out), max_diff(b.lse, r.lse), max_diff(b.dq, r.dq),
                             max_diff(b.dk, r.dk), max_diff(b.dv, r.dv)});
     const double flops = forward_flops(s);
-    std::printf("%-28s %-9s %10.2f %10.2f %10.2f %10.2f %12.2e\n", shape_str(s).c_str(), s.causal ? "yes" : "no",
-                res.fwd_ms, res.bwd_ms, flops / res.fwd_ms * 1e-6, 2.5 * flops / res.bwd_ms * 1e-6,
-                res.max_err);
+    fmt::print("{}", table.row({shape_str(s), s.causal ? "yes" : "no", fatools::sig(res.fwd_ms),
+                                fatools::sig(res.bwd_ms), fatools::sig(flops / res.fwd_ms * 1e-6),
+                                fatools::sig(2.5 * flops / res.bwd_ms * 1e-6), err_str(res.max_err)}));
+    std::fflush(stdout);
     ok = ok && res.max_err < 1e-3;
   }
-  std::printf("\n%s: CPU flash backend vs fp64 reference (fp32 data), max error over out, lse, "
-              "dq, dk, dv\n", ok ? "PASS" : "FAIL");
+  fmt::print("\n{}: CPU flash backend vs fp64 reference (fp32 data), max error over out, lse, "
+             "dq, dk, dv\n", ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }

@@ -126,12 +126,27 @@ TEST(FaBenchRecord, RowsThatDidNotRunHaveNullFigures) {
   EXPECT_NE(j.find("\"kernel\": \"cpu-flash\""), std::string::npos) << j;
   EXPECT_NE(j.find("\"kernel\": null"), std::string::npos) << j;  // no family: null
   const std::string csv = to_csv(rec.rows);
-  EXPECT_NE(csv.find("oom: needs ;lots;; 1 free"), std::string::npos) << csv;  // no comma left
+  // RFC 4180: the status with a comma and quotes is one quoted field, its quotes doubled.
+  EXPECT_NE(csv.find(",\"oom: needs \"\"lots\"\", 1 free\","), std::string::npos) << csv;
   EXPECT_NE(csv.find(",flashattn,cpu-flash,"), std::string::npos) << csv;
   size_t lines = 0;
-  for (size_t at = 0, nl; (nl = csv.find('\n', at)) != std::string::npos; at = nl + 1, ++lines)
-    EXPECT_EQ(std::count(csv.begin() + long(at), csv.begin() + long(nl), ','), 16) << csv;
+  for (size_t at = 0, nl; (nl = csv.find('\n', at)) != std::string::npos; at = nl + 1, ++lines) {
+    ASSERT_GT(nl, at);
+    EXPECT_EQ(csv[nl - 1], '\r') << "line " << lines << " does not end in CRLF";
+    if (lines != 2) {  // the oom row's status holds a comma
+      EXPECT_EQ(std::count(csv.begin() + long(at), csv.begin() + long(nl), ','), 16) << csv;
+    }
+  }
   EXPECT_EQ(lines, 3u);  // header + two rows
+}
+
+TEST(FaBenchRecord, CsvFieldsAreQuotedOnlyWhereRfc4180NeedsIt) {
+  EXPECT_EQ(csv_field("cpu-flash"), "cpu-flash");
+  EXPECT_EQ(csv_field(""), "");
+  EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
+  EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(csv_field("two\nlines"), "\"two\nlines\"");
+  EXPECT_EQ(csv_field("cr\r"), "\"cr\r\"");
 }
 
 TEST(FaBenchRecord, MemoryRatioCountsWhatTheCallAddsToItsInputs) {

@@ -16,8 +16,12 @@ struct Output {
   std::string json, csv, commit, command;
 };
 
+// The structs' defaults are the GPU's (shared/BENCH.md's shapes and method); on the CPU the
+// *_defaults(false) functions give fp32, smaller shapes and fewer repeats (commands.cpp says
+// why), and main.cpp applies them to every flag the command line did not give.
 struct Timing {
   bool cuda = false;
+  bool live = false;  // the live progress line on stderr (progress.h)
   int warmup = 3, repeats = 30;
   double warmup_ms = 200;  // GPU: untimed calls go on until this much time has passed
 };
@@ -25,7 +29,7 @@ struct Timing {
 struct RunArgs {
   std::vector<std::string> backends{"flashattn", "vanilla"};
   std::vector<std::string> ops{"fwd"};
-  fa_dtype dtype = FA_DTYPE_BF16;
+  std::string dtype = "bf16";
   int64_t b = 1, h = 16, h_kv = 0, s_q = 1024, s_k = 0, d = 128;  // 0: like h / s_q
   bool causal = false;
 };
@@ -33,20 +37,27 @@ struct RunArgs {
 struct SweepArgs {
   std::vector<std::string> backends{"flashattn", "vanilla"};
   std::vector<std::string> ops{"fwd", "bwd"};
-  std::vector<fa_dtype> dtypes{FA_DTYPE_BF16};
+  std::vector<std::string> dtypes{"bf16"};
   int64_t hidden = 2048, tokens = 16384;
   std::vector<int64_t> seqlens{512, 1024, 2048, 4096, 8192, 16384};
   std::vector<int64_t> dims{64, 128, 256};
-  std::vector<bool> causal{false, true};
+  std::vector<std::string> causal{"no", "yes"};
 };
 
 struct CompareArgs {
   std::vector<std::string> ops{"fwd", "fwdbwd"};
-  fa_dtype dtype = FA_DTYPE_BF16;
+  std::string dtype = "bf16";
   int64_t b = 1, h = 16, d = 128;
   std::vector<int64_t> seqlens{1024, 2048, 4096, 8192, 16384, 32768, 65536};
   bool causal = false;
 };
+
+Timing timing_defaults(bool cuda);
+RunArgs run_defaults(bool cuda);
+SweepArgs sweep_defaults(bool cuda);
+CompareArgs compare_defaults(bool cuda);
+
+fa_dtype dtype_from_name(const std::string& name);  // fp32, fp16, bf16
 
 struct PlanArgs {
   PlanInput in;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/dtype.h"  // header-only fp16/bf16 conversions (tests/test_dtype.cpp)
+#include "text.h"        // tools/common: fatools::sig
 
 #ifdef FA_BENCH_CUDA
 #include <cuda_runtime.h>
@@ -29,11 +29,7 @@ constexpr size_t kPoolElems = size_t(1) << 22;
 // Rotate input sets until they cover twice the L2, but never more than this many sets.
 constexpr int kMaxInputSets = 4;
 
-std::string gib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / kGiB);
-  return buf;
-}
+std::string gib(double bytes) { return fatools::sig(bytes / kGiB, 3) + " GiB"; }
 
 const std::vector<unsigned char>& pool(fa_dtype t) {
   static std::vector<unsigned char> pools[3];
@@ -192,7 +188,7 @@ std::string failure(const char* what, fa_status st) {
 
 // The family of the passes a row times (fa_select_kernel): the forward's (fwd), the backward's
 // (bwd; its untimed forward is not the row's), or both as "fwd+bwd" where they differ (fwdbwd).
-fa_status kernel_family(const fa_params& p, const std::string& op, std::string* family) {
+fa_status family_of(const fa_params& p, const std::string& op, std::string* family) {
   const char* fwd = nullptr;
   const char* bwd = nullptr;
   fa_status st = FA_OK;
@@ -271,6 +267,13 @@ Machine machine(bool cuda) {
   return m;
 }
 
+std::string kernel_family(const Config& c) {
+  Tensors probe;
+  probe.build(c, [](size_t) { return reinterpret_cast<void*>(uintptr_t(1) << 12); });
+  std::string family;
+  return family_of(probe.p, c.op, &family) == FA_OK ? family : "";
+}
+
 Row measure(const Config& c) {
   Row r;
   r.op = c.op;
@@ -293,7 +296,7 @@ Row measure(const Config& c) {
     return r;
   }
   // Validated above, so this names the family that runs (or would, for an oom row below).
-  if ((st = kernel_family(probe.p, c.op, &r.kernel)) != FA_OK) {
+  if ((st = family_of(probe.p, c.op, &r.kernel)) != FA_OK) {
     r.status = failure("fa_select_kernel", st);
     return r;
   }
@@ -367,8 +370,16 @@ Row measure(const Config& c) {
     for (const Tensors& t : sets)
       if ((st = call(t.p, false)) != FA_OK) { r.status = failure("forward", st); return r; }
   [[maybe_unused]] const auto warm0 = std::chrono::steady_clock::now();  // GPU warm-up below
-  for (int i = 0; i < c.warmup; ++i)
+  auto tick = [&](const char* phase, int done, int planned) {
+    if (c.on_call) c.on_call(phase, done, planned);
+  };
+  for (int i = 0; i < c.warmup; ++i) {
     if ((st = step(size_t(i))) != FA_OK) { r.status = failure(c.op.c_str(), st); return r; }
+#ifdef FA_BENCH_CUDA
+    if (c.cuda && c.on_call) cudaDeviceSynchronize();  // so that the report means "done"
+#endif
+    tick("warm-up", i + 1, c.warmup);
+  }
   std::vector<double> ms;
 #ifdef FA_BENCH_CUDA
   if (c.cuda) {
@@ -383,6 +394,7 @@ Row measure(const Config& c) {
               .count() >= c.warmup_ms)
         break;
       if ((st = step(i)) != FA_OK) { r.status = failure(c.op.c_str(), st); return r; }
+      tick("warm-up", int(i) + 1, c.warmup);
     }
     std::vector<cudaEvent_t> ev(2 * size_t(c.repeats));
     for (cudaEvent_t& e : ev) cudaEventCreate(&e);
@@ -391,6 +403,10 @@ Row measure(const Config& c) {
       st = step(size_t(i));
       cudaEventRecord(ev[2 * size_t(i) + 1], nullptr);
     }
+    // Every call is queued; wait for each end event in turn, to report progress without
+    // leaving the GPU idle between calls.
+    for (int i = 0; i < c.repeats && st == FA_OK && c.on_call; ++i)
+      if (cudaEventSynchronize(ev[2 * size_t(i) + 1]) == cudaSuccess) tick("repeat", i + 1, c.repeats);
     const cudaError_t sync = cudaDeviceSynchronize();
     for (int i = 0; i < c.repeats && st == FA_OK && sync == cudaSuccess; ++i) {
       float t = 0;
@@ -409,6 +425,7 @@ Row measure(const Config& c) {
       const auto t0 = std::chrono::steady_clock::now();
       st = step(size_t(i));
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      if (st == FA_OK) tick("repeat", i + 1, c.repeats);
     }
   if (st != FA_OK) { r.status = failure(c.op.c_str(), st); return r; }
   r.ms = median(ms);

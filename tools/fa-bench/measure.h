@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "flashattn/flashattn.h"
@@ -23,6 +24,10 @@ struct Config {
   // timed right after another read up to 14% slow with a few warm-up calls:
   // docs/performance-log.md, thirteenth session).
   double warmup_ms = 200;
+  // Called after each call measure() makes, untimed ("warm-up") or timed ("repeat"), with the
+  // calls done and planned in that phase (the GPU's warm-up goes on until warmup_ms: its plan is
+  // c.warmup). Timed GPU calls report as each one's end event completes, after all are queued.
+  std::function<void(const char* phase, int done, int planned)> on_call;
 };
 
 bool cuda_available();  // this build has CUDA and a device is present
@@ -41,6 +46,10 @@ std::string nvidia_driver_version(const std::string& proc_text);
 // tensors and workspace of one input set are allocated; on the CPU the bytes of those tensors
 // plus the workspaces the library asked for.
 Row measure(const Config& c);
+
+// The kernel family measure(c) would time (its row's kernel), asked of the library without
+// allocating or running anything; "" where the library refuses the configuration.
+std::string kernel_family(const Config& c);
 
 const char* dtype_name(fa_dtype t);
 int64_t dtype_bytes(fa_dtype t);

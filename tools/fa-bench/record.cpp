@@ -1,60 +1,33 @@
 #include "record.h"
 
-#include <cstdio>
 #include <fstream>
-#include <sstream>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 namespace fabench {
 namespace {
 
-constexpr double kBackwardFlopRatio = 2.5;     // five GEMMs against the forward's two
-constexpr double kFwdBwdFlopRatio = 3.5;       // forward + backward
+using Json = nlohmann::ordered_json;  // keys in the schema's order
 
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
+constexpr double kBackwardFlopRatio = 2.5;  // five GEMMs against the forward's two
+constexpr double kFwdBwdFlopRatio = 3.5;    // forward + backward
+
+Json row_json(const Row& r) {
+  Json j{{"op", r.op},         {"dtype", r.dtype},   {"d", r.d},     {"causal", r.causal},
+         {"b", r.b},           {"h", r.h},           {"h_kv", r.h_kv}, {"s_q", r.s_q},
+         {"s_k", r.s_k},       {"backend", r.backend}};
+  j["kernel"] = r.kernel.empty() ? Json() : Json(r.kernel);
+  j["device"] = r.device;
+  j["status"] = r.status;
+  // A row that did not run has null figures.
+  j["ms"] = r.ran() ? Json(r.ms) : Json();
+  j["tflops"] = r.ran() ? Json(r.tflops) : Json();
+  j["peak_bytes"] = r.ran() ? Json(r.peak_bytes) : Json();
+  j["input_bytes"] = r.ran() ? Json(r.input_bytes) : Json();
+  return j;
 }
 
-std::string number(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", x);
-  return buf;
-}
-
-std::string row_json(const Row& r) {
-  std::ostringstream os;
-  os << "{\"op\": " << quote(r.op) << ", \"dtype\": " << quote(r.dtype) << ", \"d\": " << r.d
-     << ", \"causal\": " << (r.causal ? "true" : "false") << ", \"b\": " << r.b << ", \"h\": " << r.h
-     << ", \"h_kv\": " << r.h_kv << ", \"s_q\": " << r.s_q << ", \"s_k\": " << r.s_k
-     << ", \"backend\": " << quote(r.backend)
-     << ", \"kernel\": " << (r.kernel.empty() ? "null" : quote(r.kernel))
-     << ", \"device\": " << quote(r.device)
-     << ", \"status\": " << quote(r.status);
-  if (r.ran())
-    os << ", \"ms\": " << number(r.ms) << ", \"tflops\": " << number(r.tflops)
-       << ", \"peak_bytes\": " << r.peak_bytes << ", \"input_bytes\": " << r.input_bytes;
-  else
-    os << ", \"ms\": null, \"tflops\": null, \"peak_bytes\": null, \"input_bytes\": null";
-  os << "}";
-  return os.str();
-}
+Json positive_or_null(double x) { return x > 0 ? Json(x) : Json(); }
 
 // num / den of a byte count of two rows; 0 unless both ran.
 double ratio(const Row* num, const Row* den, int64_t (*bytes)(const Row&)) {
@@ -88,50 +61,47 @@ double row_flops(const Row& r) {
 }
 
 std::string to_json(const Record& rec) {
-  std::ostringstream os;
-  os << "{\n \"gpu\": " << quote(rec.gpu) << ",\n \"driver\": " << quote(rec.driver)
-     << ",\n \"cuda\": " << quote(rec.cuda) << ",\n \"torch\": null,\n \"cudnn\": null"
-     << ",\n \"commit\": " << quote(rec.commit) << ",\n \"command\": " << quote(rec.command)
-     << ",\n \"date\": " << quote(rec.date) << ",\n \"library\": " << quote(rec.library)
-     << ",\n \"ceilings\": {},\n \"rows\": [";
-  for (size_t i = 0; i < rec.rows.size(); ++i)
-    os << (i ? ",\n  " : "\n  ") << row_json(rec.rows[i]);
-  os << "\n ]";
+  Json j{{"gpu", rec.gpu},         {"driver", rec.driver},   {"cuda", rec.cuda},
+         {"torch", nullptr},       {"cudnn", nullptr},       {"commit", rec.commit},
+         {"command", rec.command}, {"date", rec.date},       {"library", rec.library},
+         {"ceilings", Json::object()}, {"rows", Json::array()}};
+  for (const Row& r : rec.rows) j["rows"].push_back(row_json(r));
   if (!rec.compare.empty()) {
-    os << ",\n \"compare\": [";
-    for (size_t i = 0; i < rec.compare.size(); ++i) {
-      const CompareLine& c = rec.compare[i];
-      os << (i ? ",\n  " : "\n  ") << "{\"s\": " << c.s << ", \"op\": " << quote(c.op)
-         << ", \"vanilla_status\": " << quote(c.vanilla ? c.vanilla->status : "missing")
-         << ", \"flash_status\": " << quote(c.flash ? c.flash->status : "missing")
-         << ", \"speedup\": " << (c.speedup() > 0 ? number(c.speedup()) : "null")
-         << ", \"memory_ratio\": " << (c.memory_ratio() > 0 ? number(c.memory_ratio()) : "null")
-         << ", \"peak_ratio\": " << (c.peak_ratio() > 0 ? number(c.peak_ratio()) : "null")
-         << "}";
-    }
-    os << "\n ]";
+    Json& lines = j["compare"] = Json::array();
+    for (const CompareLine& c : rec.compare)
+      lines.push_back({{"s", c.s},
+                       {"op", c.op},
+                       {"vanilla_status", c.vanilla ? c.vanilla->status : "missing"},
+                       {"flash_status", c.flash ? c.flash->status : "missing"},
+                       {"speedup", positive_or_null(c.speedup())},
+                       {"memory_ratio", positive_or_null(c.memory_ratio())},
+                       {"peak_ratio", positive_or_null(c.peak_ratio())}});
   }
-  os << "\n}\n";
-  return os.str();
+  return j.dump(1) + "\n";
+}
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
 }
 
 std::string to_csv(const std::vector<Row>& rows) {
-  std::ostringstream os;
-  os << kCsvHeader << "\n";
+  // Numbers as JSON writes them (the shortest text that reads back the same double).
+  auto number = [](double x) { return Json(x).dump(); };
+  std::string out = std::string(kCsvHeader) + "\r\n";
   for (const Row& r : rows) {
-    std::string status = r.status;  // CSV: no commas or quotes inside the field
-    for (char& c : status)
-      if (c == ',' || c == '"' || c == '\n') c = ';';
-    os << r.op << ',' << r.dtype << ',' << r.d << ',' << (r.causal ? 1 : 0) << ',' << r.b << ','
-       << r.h << ',' << r.h_kv << ',' << r.s_q << ',' << r.s_k << ',' << r.backend << ','
-       << r.kernel << ',' << r.device << ',' << status << ',';
-    if (r.ran())
-      os << number(r.ms) << ',' << number(r.tflops) << ',' << r.peak_bytes << ',' << r.input_bytes;
-    else
-      os << ",,,";
-    os << "\n";
+    const std::vector<std::string> fields{
+        r.op, r.dtype, std::to_string(r.d), r.causal ? "1" : "0", std::to_string(r.b),
+        std::to_string(r.h), std::to_string(r.h_kv), std::to_string(r.s_q), std::to_string(r.s_k),
+        r.backend, r.kernel, r.device, r.status,
+        r.ran() ? number(r.ms) : "", r.ran() ? number(r.tflops) : "",
+        r.ran() ? std::to_string(r.peak_bytes) : "", r.ran() ? std::to_string(r.input_bytes) : ""};
+    for (size_t i = 0; i < fields.size(); ++i) out += (i ? "," : "") + csv_field(fields[i]);
+    out += "\r\n";
   }
-  return os.str();
+  return out;
 }
 
 void write_file(const std::string& path, const std::string& text) {

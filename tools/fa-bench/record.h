@@ -1,4 +1,5 @@
-// fa-bench records: the rows of shared/BENCH.md's schema and their JSON / CSV files.
+// fa-bench records: the rows of shared/BENCH.md's schema and their JSON (nlohmann-json) and CSV
+// (RFC 4180) files.
 //   {gpu, driver, cuda, torch, cudnn, commit, command, ceilings, rows: [{op, dtype, d, causal, b,
 //    h, s_q, s_k, backend, ms, tflops, peak_bytes}, ...]}
 // Rows also carry h_kv, device, kernel (the library's kernel family, fa_select_kernel), status
@@ -55,8 +56,11 @@ struct Record {
 double row_flops(const Row& r);
 
 std::string to_json(const Record& rec);
+// Header kCsvHeader, then a line per row; lines end in CRLF and a field holding a comma, a quote
+// or a line break is quoted, its quotes doubled (RFC 4180).
 std::string to_csv(const std::vector<Row>& rows);
 extern const char* const kCsvHeader;
+std::string csv_field(const std::string& text);
 
 // Writes text to path; throws std::runtime_error naming the path on failure.
 void write_file(const std::string& path, const std::string& text);
