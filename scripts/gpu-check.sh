@@ -10,8 +10,10 @@
 # options), FA_GPU_CHECK_FWD_BENCH=0 / FA_GPU_CHECK_BWD_BENCH=0 (skip the forward / backward
 # benchmark), FA_GPU_CHECK_BENCH_ARGS (more gpu_bench.py arguments for both, e.g. "--dtypes
 # bf16"), FA_GTEST_SOURCE_DIR (a GoogleTest source tree when the machine has no package;
-# default .deps/googletest). fa-bench needs CLI11 headers: the system's or .deps/CLI11 (carry
-# .deps to the GPU machine).
+# default .deps/googletest). The tools need CLI11, {fmt} and nlohmann-json headers: the system's
+# or .deps/CLI11, .deps/fmt, .deps/nlohmann_json (tools/deps.cmake). Carry those four .deps
+# folders to the GPU machine by name, not .deps itself: it also holds scripts/setup.sh's Python
+# venvs, which would overrun the transfer limit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [--full-bench]}

@@ -9,7 +9,9 @@
 #                                      (cuda-sm80) beside builds whose cuda-sm90 is on, one per
 #                                      schedule (0 serial, 1 overlap, 2 ping-pong), in one
 #                                      bench/ab.sh cmake run: the ablation's first table.
-# Environment: FA_GTEST_SOURCE_DIR (default .deps/googletest: carry .deps), FA_COMMIT.
+# Environment: FA_GTEST_SOURCE_DIR (default .deps/googletest: carry .deps/googletest; the bench
+# step builds the tools too, so carry .deps/CLI11, .deps/fmt and .deps/nlohmann_json for it),
+# FA_COMMIT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?usage: scripts/gpu-sm90.sh test|bench OUTDIR}

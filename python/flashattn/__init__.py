@@ -19,6 +19,7 @@ from .flash_attn_interface import (
     flash_attn_varlen_func,
     flash_attn_varlen_kvpacked_func,
     flash_attn_varlen_qkvpacked_func,
+    flash_attn_with_kvcache,
     kernel_family,
 )
 from . import flash_attn_interface
@@ -28,7 +29,7 @@ __version__ = "0.2.0"
 __all__ = [
     "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",
     "flash_attn_varlen_func", "flash_attn_varlen_qkvpacked_func",
-    "flash_attn_varlen_kvpacked_func", "FlashAttnError", "build_info", "library_path",
+    "flash_attn_varlen_kvpacked_func", "flash_attn_with_kvcache", "FlashAttnError", "build_info", "library_path",
     "install_as_flash_attn", "kernel_family",
 ]
 

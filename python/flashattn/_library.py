@@ -91,10 +91,13 @@ def _declare(lib):
     lib.fa_version.restype = c.c_int32
     lib.fa_build_info.restype = c.c_char_p
     lib.fa_last_error.restype = c.c_char_p
-    # The 0.2 layout's initialiser (the C header maps fa_params_init to it; the symbol
-    # fa_params_init itself writes the 0.1 layout, for programs built against that header).
-    lib.fa_params_init_v2.argtypes = [c.c_void_p]
-    lib.fa_params_init_v2.restype = None
+    # The initialisers of the 0.2 layout (FaParams) and of the 0.3 one (FaParamsV3, the C
+    # header's fa_params_init); the symbol fa_params_init itself writes the 0.1 layout, for
+    # programs built against that header.
+    for name in ("fa_params_init_v2", "fa_params_init_v3"):
+        fn = getattr(lib, name)
+        fn.argtypes = [c.c_void_p]
+        fn.restype = None
     for name in ("fa_forward_workspace_size", "fa_backward_workspace_size"):
         fn = getattr(lib, name)
         fn.argtypes = [c.c_void_p, c.POINTER(c.c_size_t)]

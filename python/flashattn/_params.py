@@ -2,9 +2,9 @@
 
 The struct is declared once with ctypes (the layout authority here, checked against the library's
 own sizeof(fa_params) at load time): the 0.2 layout, initialised by the library's
-fa_params_init_v2 (the C header's fa_params_init). Its 0.2 fields (block_table, cache_seqlens,
-q_shift) default to zero, which is also what a zeroed FaParams() holds; the binding does not set
-them yet. Tensors are written into it with one precompiled
+fa_params_init_v2, for every call but flash_attn_with_kvcache, which uses the 0.3 layout
+(FaParamsV3, fa_params_init_v3: the C header's fa_params_init). The fields since 0.2 default to
+zero, which is also what a zeroed struct holds. Tensors are written into it with one precompiled
 struct.pack_into per fa_tensor rather than field by field: a call fills up to eleven tensors, and
 ctypes attribute assignment costs about 0.1 us per field, which alone would eat the wrapper's
 15 us budget (docs/python.md, "Overhead").
@@ -55,9 +55,20 @@ class FaParams(ctypes.Structure):
                 ("q_shift", ctypes.c_int64)]
 
 
+class FaParamsV3(FaParams):
+    """The 0.3 layout: 0.2's fields, then the rest of flash_attn_with_kvcache (forward only).
+    Only flash_attn_with_kvcache fills it (_kvcache.py); every other call keeps the 0.2 layout,
+    which the library accepts as it is (its struct_size says which one it is)."""
+    _fields_ = [("cache_batch_idx", FaTensor), ("cache_leftpad", FaTensor),
+                ("k_new", FaTensor), ("v_new", FaTensor),
+                ("rotary_cos", FaTensor), ("rotary_sin", FaTensor),
+                ("rotary_interleaved", ctypes.c_int32), ("num_splits", ctypes.c_int32)]
+
+
 # data, dtype, rank, shape[4], stride[4], device.type, device.index in native layout.
 _TENSOR = struct.Struct("@P2i4q4q2i")
 OFFSET = {name: getattr(FaParams, name).offset for name, _ in FaParams._fields_}
+OFFSET.update({name: getattr(FaParamsV3, name).offset for name, _ in FaParamsV3._fields_})
 _PAD = [(0,) * n for n in range(FA_MAX_RANK + 1)]
 _TENSOR_FIELDS = [name for name, kind in FaParams._fields_ if kind is FaTensor]
 # The fa_tensor fields from a given one on, in struct order (put_run's consecutive run).
@@ -83,12 +94,13 @@ def check_layout(lib):
     run = _FIELDS_FROM["q"][:9]  # q k v out lse dout dq dk dv: put_run packs them as one run
     if [OFFSET[f] - OFFSET["q"] for f in run] != [i * _TENSOR.size for i in range(len(run))]:
         raise FlashAttnError(FA_ERROR_VERSION, f"fa_params tensors {run} are not consecutive")
-    p = FaParams()
-    lib.fa_params_init_v2(ctypes.byref(p))
-    if p.struct_size != ctypes.sizeof(FaParams):
-        raise FlashAttnError(FA_ERROR_VERSION, f"the library's fa_params has {p.struct_size} "
-                             f"bytes, this binding's mirror {ctypes.sizeof(FaParams)}: rebuild "
-                             "or reinstall the binding that matches the library")
+    for init, mirror in ((lib.fa_params_init_v2, FaParams), (lib.fa_params_init_v3, FaParamsV3)):
+        p = mirror()
+        init(ctypes.byref(p))
+        if p.struct_size != ctypes.sizeof(mirror):
+            raise FlashAttnError(FA_ERROR_VERSION, f"the library's fa_params has {p.struct_size} "
+                                 f"bytes, this binding's mirror {ctypes.sizeof(mirror)}: rebuild "
+                                 "or reinstall the binding that matches the library")
 
 
 def new_params():

@@ -9,6 +9,9 @@ fp32 (batch, nheads, seqlen_q), or (nheads, total_q) for varlen; the third eleme
 flash_attn fills with a debugging dump of the dropout mask and probabilities, is always None here
 (docs/python.md).
 
+flash_attn_with_kvcache (inference: a KV cache, dense or paged, with new keys / values appended
+in place and rotary embeddings) is forward only and not differentiable, as flash_attn's.
+
 kernel_family is this binding's own: which of the library's kernel families a call would run.
 
 Dropout draws its (seed, offset) pair from torch's default CPU generator, so torch.manual_seed
@@ -16,7 +19,7 @@ makes it reproducible and a CPU run reproduces a GPU run's mask; the backward re
 """
 import torch
 
-from . import _kernels, ops
+from . import _kernels, _kvcache, ops
 from ._library import FlashAttnError
 from ._params import check_options
 
@@ -167,3 +170,32 @@ def kernel_family(q, k, v, *, backward=False, cu_seqlens_q=None, cu_seqlens_k=No
                                   float(dropout_p), scale, bool(causal), window_left,
                                   window_right, float(softcap), alibi_slopes,
                                   bool(deterministic), bool(backward))
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+                            cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None,
+                            block_table=None, softmax_scale=None, causal=False,
+                            window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
+                            alibi_slopes=None, num_splits=0, return_softmax_lse=False):
+    """flash_attn's flash_attn_with_kvcache: attention of q against a KV cache, forward only.
+
+    q (batch, seqlen_q, nheads, headdim); k_cache / v_cache (batch_cache, seqlen_cache,
+    nheads_k, headdim), or paged (num_blocks, page_block_size, nheads_k, headdim) with an int32
+    block_table (batch, max_num_blocks_per_seq) (any page size). With k, v
+    (batch, seqlen_new, nheads_k, headdim) the caches are updated IN PLACE at cache_seqlens
+    before attending (cache_seqlens is then required and is not itself advanced); rotary_cos /
+    rotary_sin (seqlen_ro, rotary_dim / 2) rotate k at positions cache_seqlens + j and q at
+    cache_seqlens + i (causal or windowed) or cache_seqlens, interleaved (GPT-J) or not
+    (GPT-NeoX). cache_seqlens: int32 (batch,) or an int; cache_batch_idx: int32 (batch,) rows of
+    a dense cache; cache_leftpad: int32 (batch,) where each entry's keys start. num_splits: 0
+    heuristic, 1 none, n > 1 forced split-KV. Returns out (like q), and with
+    return_softmax_lse=True (out, softmax_lse (batch, nheads, seqlen_q) fp32). Errors name the
+    library's fields: k_cache is `k`, k is `k_new` (docs/api.md). CUDA tensors: the library
+    refuses the KV-cache fields for now (FlashAttnError naming the feature)."""
+    window_left, window_right = window_size
+    check_options(None, None, window_left, window_right)
+    out, lse = _kvcache.forward(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
+                                cache_batch_idx, cache_leftpad, block_table, softmax_scale,
+                                causal, window_left, window_right, softcap, rotary_interleaved,
+                                alibi_slopes, num_splits, return_softmax_lse)
+    return (out, lse) if return_softmax_lse else out

@@ -1,0 +1,79 @@
+"""flash_attn_with_kvcache over the C ABI (fa_params 0.3): one fa_forward call that appends the
+new keys and values into the caller's cache in place, applies rotary embeddings, and attends.
+
+The caches are written in place, so they are never copied: a cache whose last dimension is not
+contiguous is the library's to refuse. q and the new keys / values are copied only as the other
+calls copy their inputs (a non-contiguous last dimension). In this build the library runs the
+KV-cache fields on CPU tensors; with CUDA tensors it refuses each, naming it, and that refusal
+is what the call raises.
+"""
+import ctypes
+
+import torch
+
+from . import _library
+from ._kernels import _call, _device_of, _usable
+from ._params import FA_ERROR_DTYPE, FA_ERROR_SIZE, FaParamsV3, put, put_options
+
+FA_ERROR_RANK = 3
+
+
+def _index(t, name, batch, device):
+    """An int32 (batch) index tensor as the library takes it: an int is every entry's value."""
+    if isinstance(t, int):
+        return torch.full((batch,), t, dtype=torch.int32, device=device)
+    if t.dtype != torch.int32:
+        raise _library.FlashAttnError(FA_ERROR_DTYPE, f"{name}.dtype={t.dtype} must be "
+                                      "torch.int32")
+    return t.contiguous()
+
+
+def forward(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+            cache_leftpad, block_table, softmax_scale, causal, window_left, window_right, softcap,
+            rotary_interleaved, alibi_slopes, num_splits, want_lse):
+    """(out, lse or None); k_cache / v_cache updated in place when k, v are given."""
+    lib = _library.load()
+    if q.dim() != 4:
+        raise _library.FlashAttnError(FA_ERROR_RANK, f"q.dim()={q.dim()} must be 4: "
+                                      "(batch, seqlen_q, nheads, headdim)")
+    cuda = _device_of(q, "q")
+    batch = q.shape[0]
+    q = _usable(q, "q", cuda)
+    keep = [q, k_cache, v_cache]  # everything the C call reads stays alive until it returns
+    p = FaParamsV3()
+    p.struct_size = ctypes.sizeof(FaParamsV3)
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    put(p, "q", q, "q")
+    put(p, "k", k_cache, "k_cache")
+    put(p, "v", v_cache, "v_cache")
+    put(p, "out", out, "out")
+    lse = None
+    if want_lse:
+        lse = torch.empty((batch, q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
+        put(p, "lse", lse, "softmax_lse")
+    for field, t, name in (("k_new", k, "k"), ("v_new", v, "v"), ("rotary_cos", rotary_cos,
+                           "rotary_cos"), ("rotary_sin", rotary_sin, "rotary_sin"),
+                           ("alibi_slopes", alibi_slopes, "alibi_slopes")):
+        if t is not None:
+            t = _usable(t, name, cuda)
+            keep.append(t)
+            put(p, field, t, name)
+    for field, t, name in (("cache_seqlens", cache_seqlens, "cache_seqlens"),
+                           ("cache_batch_idx", cache_batch_idx, "cache_batch_idx"),
+                           ("cache_leftpad", cache_leftpad, "cache_leftpad"),
+                           ("block_table", block_table, "block_table")):
+        if t is not None:
+            t = _index(t, name, batch, q.device)
+            keep.append(t)
+            put(p, field, t, name)
+    put_options(p, 0, 0, 0.0 if softmax_scale is None else softmax_scale, bool(causal),
+                window_left, window_right, softcap)
+    p.rotary_interleaved = 1 if rotary_interleaved else 0
+    if not -(1 << 31) <= num_splits < (1 << 31):
+        raise _library.FlashAttnError(FA_ERROR_SIZE, f"num_splits={num_splits} does not fit the "
+                                      "library's int32 field")
+    p.num_splits = num_splits
+    _call(lib, p, lib.fa_forward_workspace_size, lib.fa_forward, "flashattn with_kvcache", cuda,
+          q.get_device())
+    del keep
+    return out, lse
