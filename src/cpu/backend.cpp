@@ -46,22 +46,32 @@ struct Layout {
 constexpr int64_t kMinKeysPerSplit = 256;
 
 // The parts a forward runs in: the caller's num_splits, or the heuristic's choice for the
-// machine's threads (so the query and the run agree: both see omp_get_max_threads()).
-int64_t forward_splits(const Params& p) {
+// machine's threads (so the query and the run agree: both see omp_get_max_threads()). The
+// heuristic applies to KV-cache calls (flash_attn_with_kvcache's, where decode leaves threads
+// idle); other calls, and the reference (the oracle), split only when asked to, so that their
+// bits do not depend on the machine's thread count.
+int64_t forward_splits(const Params& p, Impl impl) {
   if (p.num_splits > 0) return p.num_splits;
+  if (impl == Impl::Reference || (p.cache_seqlens == nullptr && p.block_table == nullptr))
+    return 1;
   const int64_t tasks = p.batch * p.heads_q * ceil_div(p.seqlen_q, kBlockM);
   return heuristic_splits(tasks, p.seqlen_k, omp_get_max_threads(), kMinKeysPerSplit);
 }
 
 // The forward's shared scratch, in the order forward() carves it: the rotated q, then per part
-// its fp32 output (total_q, heads_q, d) and its LSE (heads_q, total_q).
+// its output (total_q, heads_q, d) and its LSE (heads_q, total_q). The flash parts' outputs are
+// fp32, the reference's fp64 (the oracle loses no precision to a split).
 struct ForwardShared {
   int64_t parts;
+  DType part_dtype;
   Checked rotated_q = 0, part_out = 0, part_lse = 0;
-  explicit ForwardShared(const Params& p) : parts(forward_splits(p)) {
+  ForwardShared(const Params& p, Impl impl)
+      : parts(forward_splits(p, impl)),
+        part_dtype(impl == Impl::Reference ? DType::F64 : DType::F32) {
     rotated_q = Arena::checked_block_bytes(rotated_q_elems(p));  // as floats: room for any dtype
     if (parts > 1) {
-      part_out = Arena::checked_block_bytes(Checked(p.total_q) * p.heads_q * p.head_dim);
+      const int64_t floats = dtype_size(part_dtype) / int64_t(sizeof(float));
+      part_out = Arena::checked_block_bytes(Checked(p.total_q) * p.heads_q * p.head_dim * floats);
       part_lse = Arena::checked_block_bytes(Checked(p.total_q) * p.heads_q);
     }
   }
@@ -69,7 +79,7 @@ struct ForwardShared {
 };
 
 Layout forward_layout(const Params& p, Impl impl) {
-  const Checked shared = ForwardShared(p).bytes();
+  const Checked shared = ForwardShared(p, impl).bytes();
   if (impl == Impl::Reference) return {shared, reference_forward_thread_bytes(p)};
   return {shared, forward_thread_bytes(p)};
 }
@@ -108,7 +118,7 @@ void attend(const Params& p, Impl impl, void* workspace, size_t bytes, int threa
 void forward(const Params& call, Impl impl, void* workspace, size_t bytes) {
   const Layout layout = forward_layout(call, impl);
   const int threads = layout.threads_fitting(bytes);
-  const ForwardShared shared(call);
+  const ForwardShared shared(call, impl);
   // The shared blocks from the aligned start, the threads' scratch after them (Layout's order).
   Arena arena(workspace, bytes);
   char* base = reinterpret_cast<char*>(arena.floats(0));
@@ -121,10 +131,10 @@ void forward(const Params& call, Impl impl, void* workspace, size_t bytes) {
   if (p.rotary.dim > 0) p.q = rotate_queries(p, base, threads);
   if (shared.parts <= 1) return attend(p, impl, scratch, scratch_bytes, threads);
 
-  // Split-KV: part s over its keys into its fp32 partials, the parts concurrently (each on one
+  // Split-KV: part s over its keys into its partials, the parts concurrently (each on one
   // thread with that thread's scratch), then the combine step into out and lse.
   const int64_t n = shared.parts, hq = p.heads_q, d = p.head_dim;
-  std::vector<Partial> parts{size_t(n)};
+  std::vector<Partial> parts(static_cast<size_t>(n));
   char* part_base = base + shared.rotated_q.bytes("the rotated q");
   const size_t out_bytes = shared.part_out.bytes("split-KV partials");
   const size_t lse_bytes = shared.part_lse.bytes("split-KV partials");
@@ -132,7 +142,7 @@ void forward(const Params& call, Impl impl, void* workspace, size_t bytes) {
     Partial& part = parts[size_t(s)];
     char* at = part_base + size_t(s) * (out_bytes + lse_bytes);
     part.out.data = at;
-    part.out.dtype = DType::F32;
+    part.out.dtype = shared.part_dtype;
     part.out.stride_h = d;
     part.out.stride_s = hq * d;
     part.out.stride_b = p.varlen() ? 0 : p.seqlen_q * hq * d;
