@@ -47,8 +47,10 @@ def test_install_as_flash_attn_redirects_imports():
     code = ("import flashattn\nflashattn.install_as_flash_attn()\n"
             "from flash_attn import flash_attn_func\n"
             "from flash_attn.flash_attn_interface import flash_attn_varlen_func\n"
+            "from flash_attn import flash_attn_with_kvcache\n"
             "assert flash_attn_func is flashattn.flash_attn_func\n"
-            "assert flash_attn_varlen_func is flashattn.flash_attn_varlen_func\nprint('ok')\n")
+            "assert flash_attn_varlen_func is flashattn.flash_attn_varlen_func\n"
+            "assert flash_attn_with_kvcache is flashattn.flash_attn_with_kvcache\nprint('ok')\n")
     pkg = os.path.dirname(os.path.dirname(flashattn.__file__))
     res = subprocess.run([sys.executable, "-c", code], cwd=pkg, capture_output=True, text=True,
                          timeout=120)
