@@ -34,8 +34,11 @@ struct Family {
               void* stream);
   // A family in front of a general one (cuda-sm90 before cuda-sm80): its refusal is reported
   // only when no later family has one, so that a call no family serves hears the general
-  // family's reason (fp32 on CUDA, a head dim, ...), not "cuda-sm90: off".
+  // family's reason (fp32 on CUDA, a head dim, ...).
   bool preferred_only = false;
+  // nullptr, or whether the row is in play at all for this call: cheap, and false skips the row
+  // without a refusal (no exception on every call while a family is switched off).
+  bool (*applies)(const Params& p, Pass pass, const Context& ctx) = nullptr;
 };
 
 namespace {
@@ -83,9 +86,12 @@ struct Sm80Row {
 
 // ---- CUDA: the sm90 family (Hopper-native: TMA, wgmma, warp specialisation), forward only ---
 struct Sm90Row {
-  static void check(const Params& p, Pass pass, const Context& ctx) {
-    if (pass == Pass::Backward)
-      fail(FA_ERROR_UNSUPPORTED, "cuda-sm90 has no backward yet (issue 28)");
+  // Forward calls on an sm90 device with the family switched on (Tuning::sm90_fwd); it has no
+  // backward yet (issue 28).
+  static bool applies(const Params&, Pass pass, const Context& ctx) {
+    return pass == Pass::Forward && ctx.tuning.sm90_fwd && ctx.device.major == 9;
+  }
+  static void check(const Params& p, Pass, const Context& ctx) {
     cuda::check_forward(p, ctx);  // what every CUDA kernel needs (arch, dtype, alignment, sizes)
     const std::string why = cuda::sm90_fwd_refusal(p, ctx);
     if (!why.empty()) fail(FA_ERROR_UNSUPPORTED, "cuda-sm90: ", why);
@@ -118,7 +124,7 @@ struct VanillaRow {
 const Family kFamilies[] = {
 #ifdef FA_WITH_CUDA
     {"cuda-sm90", FA_DEVICE_CUDA, kAuto | kFlash, Sm90Row::check, Sm90Row::workspace,
-     Sm90Row::workspace, Sm90Row::run, true},
+     Sm90Row::workspace, Sm90Row::run, true, Sm90Row::applies},
     {"cuda-sm80", FA_DEVICE_CUDA, kAuto | kFlash, Sm80Row::check, Sm80Row::workspace,
      Sm80Row::workspace, Sm80Row::run},
     {"cuda-vanilla", FA_DEVICE_CUDA, kVanilla, VanillaRow::check, VanillaRow::workspace,
@@ -156,6 +162,7 @@ const Family& select_kernel(const Params& p, Pass pass, const Context& ctx) {
   std::exception_ptr first_refusal, preferred_refusal;
   for (const Family& f : kFamilies) {
     if (f.device != p.device.type || !(f.serves & (1u << p.backend))) continue;
+    if (f.applies != nullptr && !f.applies(p, pass, ctx)) continue;
     try {
       f.check(p, pass, ctx);
       return f;

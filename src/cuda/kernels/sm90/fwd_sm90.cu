@@ -75,7 +75,7 @@ void run(const Params& p, const Context& ctx, cudaStream_t s) {
 
 std::string sm90_fwd_refusal(const Params& p, const Context& ctx) {
   if (!ctx.tuning.sm90_fwd) return "off (Tuning::sm90_fwd: not yet verified on a GPU)";
-  if (ctx.device.major != 9) return "needs an sm90 device";
+  if (ctx.device.major != 9) return "needs an sm90 device";  // (the registry row checks both first)
   if (!built_for_sm90a()) return "this build has no sm_90a code (FA_ARCHS)";
   if (p.dtype != DType::BF16 && p.dtype != DType::F16) return "fp16 / bf16 only";
   if (p.varlen()) return "packed batches (cu_seqlens) not yet";
