@@ -11,6 +11,7 @@
 #include "core/mask.h"
 #include "core/philox.h"
 #include "cuda/arch/cp_async.cuh"
+#include "cuda/arch/exp2.cuh"  // exp2_fast, kLog2e
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
 #include "cuda/kernels/sm80/fwd_traits.h"
@@ -19,16 +20,10 @@
 
 namespace fa::cuda::sm80 {
 
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kNegInf = -__builtin_huge_valf();
 // Lazy rescaling threshold, log2 units: P may grow to 2^8 before O is rescaled (see tile_step).
 constexpr float kRescaleLog2 = 8.f;
 
-__device__ __forceinline__ float exp2_fast(float x) {  // ex2.approx: 2^-inf = +0
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // Global -> shared, 16-byte chunks: rows [0, rows_valid) and columns [0, cols_valid) copied,
 // everything else of the tile zero-filled. The first kRowStep * kChunksPerRow threads cover

@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "core/params.h"
+#include "cuda/arch/exp2.cuh"
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
 #include "cuda/arch/sync.cuh"
@@ -60,8 +61,10 @@ struct FwdTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "instantiated: 64, 128, 256");
   static constexpr int kConsumers = 2;              // consumer warpgroups
-  static constexpr int kThreads = 128 * (1 + kConsumers);
-  static constexpr int kBlockM = 64 * kConsumers;   // queries a block
+  static constexpr int kWgThreads = 128;            // a warpgroup: four warps
+  static constexpr int kWgRows = 64;                // query rows a consumer (one wgmma m64)
+  static constexpr int kThreads = kWgThreads * (1 + kConsumers);
+  static constexpr int kBlockM = kWgRows * kConsumers;  // queries a block
   static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;  // keys a tile
   static constexpr int kStages = 2;
   static constexpr Schedule kSchedule = kSchedule_;
@@ -81,12 +84,6 @@ struct FwdMaps {
   CUtensorMap q, k, v;
 };
 
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 template <int kN>
 __device__ __forceinline__ float (&frag4(float (&acc)[kN], int j))[4] {
   return *reinterpret_cast<float(*)[4]>(&acc[4 * j]);
@@ -103,12 +100,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto sK = [&](int s) { return sQ + uint32_t(T::kQBytes + 2 * s * T::kKvBytes); };
   auto sV = [&](int s) { return sK(s) + uint32_t(T::kKvBytes); };
   const uint32_t bars = sQ + T::kBarOffset;
+  constexpr int kBoxCols = T::QTile::kBlockCols;  // a TMA box: one 64-column block
   const uint32_t q_full = bars;
   auto k_full = [&](int s) { return bars + 8u * uint32_t(1 + s); };
   auto v_full = [&](int s) { return bars + 8u * uint32_t(1 + kStages + s); };
   auto empty = [&](int s) { return bars + 8u * uint32_t(1 + 2 * kStages + s); };
 
-  const int tid = threadIdx.x, wg = tid / 128, lane = tid % 32, warp = (tid % 128) / 32;
+  const int tid = threadIdx.x, wg = tid / T::kWgThreads, lane = tid % 32;
+  const int warp = (tid % T::kWgThreads) / 32;  // in the warpgroup
   const int64_t m0 = int64_t(blockIdx.x) * kM, h = blockIdx.y, b = blockIdx.z;
   const int64_t hk = h / (p.heads_q / p.heads_kv);
   const int64_t len_q = p.seqlen_q, len_k = p.seqlen_k, shift = len_k - len_q;
@@ -132,7 +131,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       mbar_arrive_expect_tx(q_full, uint32_t(T::kQBytes));
 #pragma unroll
       for (int blk = 0; blk < T::QTile::kBlocks; ++blk)
-        tma_load_4d(sQ + uint32_t(blk * kM * 128), &maps.q, blk * 64, int(h), int(m0), int(b),
+        tma_load_4d(sQ + uint32_t(blk * kM) * kSw128RowBytes, &maps.q, blk * kBoxCols, int(h), int(m0), int(b),
                     q_full);
       for (int it = 0; it < n_end; ++it) {
         const int s = it % kStages;
@@ -140,12 +139,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         mbar_arrive_expect_tx(k_full(s), uint32_t(T::kKvBytes));
 #pragma unroll
         for (int blk = 0; blk < T::KvTile::kBlocks; ++blk)
-          tma_load_4d(sK(s) + uint32_t(blk * kN * 128), &maps.k, blk * 64, int(hk), it * kN,
+          tma_load_4d(sK(s) + uint32_t(blk * kN) * kSw128RowBytes, &maps.k, blk * kBoxCols, int(hk), it * kN,
                       int(b), k_full(s));
         mbar_arrive_expect_tx(v_full(s), uint32_t(T::kKvBytes));
 #pragma unroll
         for (int blk = 0; blk < T::KvTile::kBlocks; ++blk)
-          tma_load_4d(sV(s) + uint32_t(blk * kN * 128), &maps.v, blk * 64, int(hk), it * kN,
+          tma_load_4d(sV(s) + uint32_t(blk * kN) * kSw128RowBytes, &maps.v, blk * kBoxCols, int(hk), it * kN,
                       int(b), v_full(s));
       }
     }
@@ -155,13 +154,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // ---- consumers: warpgroup c takes query rows m0 + 64 c .. + 63; this thread rows r0, r0 + 8.
   setmaxnreg_inc<T::kConsumerRegs>();
   const int c = wg - 1, g = lane / 4, t = lane % 4;
-  const int64_t r0 = m0 + 64 * c + 16 * warp + g;
-  const float scale_log2 = p.softmax_scale * 1.4426950408889634f;
+  const int64_t r0 = m0 + T::kWgRows * c + 16 * warp + g;
+  const float scale_log2 = p.softmax_scale * kLog2e;
   float o[kD / 2];
 #pragma unroll
   for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
   float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // log2 units of the scaled scores
-  const uint32_t sQc = sQ + uint32_t(64 * c * 128);      // this warpgroup's 64 rows of Q
+  const uint32_t sQc = sQ + uint32_t(T::kWgRows * c) * kSw128RowBytes;  // this warpgroup's Q rows
   mbar_wait(q_full, 0);
 
   // The step's parts. Stage of key tile it: it % kStages, its barriers' parity (it / kStages) & 1.
@@ -200,7 +199,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
     for (int i = 0; i < kN / 2; ++i) sc[i] *= scale_log2;
     const int64_t n0 = int64_t(it) * kN;
-    const bool need_mask = key_tile_needs_mask(m0 + 64 * c, n0, shift, len_k, kN, p.causal);
+    const bool need_mask = key_tile_needs_mask(m0 + T::kWgRows * c, n0, shift, len_k, kN, p.causal);
     if (need_mask) {
 #pragma unroll
       for (int j = 0; j < kN / 8; ++j)
@@ -220,14 +219,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
       // A row that has seen no key keeps m = -inf: shift by 0 so that exp2(-inf) = 0, not NaN.
       const float base = m == -INFINITY ? 0.f : m;
-      alpha[r] = exp2_approx(mx[r] - base);
+      alpha[r] = exp2_fast(mx[r] - base);
       mx[r] = m;
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float pr = exp2_approx(sc[4 * j + 2 * r + e] - base);
+          const float pr = exp2_fast(sc[4 * j + 2 * r + e] - base);
           sc[4 * j + 2 * r + e] = pr;
           sum += pr;
         }
@@ -258,14 +257,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const NamedBarrier my_turn = c == 0 ? NamedBarrier::kPingPong0 : NamedBarrier::kPingPong1;
   const NamedBarrier other_turn = c == 0 ? NamedBarrier::kPingPong1 : NamedBarrier::kPingPong0;
   auto turn_begin = [&] {
-    if constexpr (kPing) named_barrier_sync(my_turn, 256);
+    if constexpr (kPing) named_barrier_sync(my_turn, 2 * T::kWgThreads);
   };
   auto turn_end = [&](bool last) {
     if constexpr (kPing)
-      if (!(last && c == 1)) named_barrier_arrive(other_turn, 256);
+      if (!(last && c == 1)) named_barrier_arrive(other_turn, 2 * T::kWgThreads);
   };
   if constexpr (kPing)
-    if (c == 1 && n_end > 0) named_barrier_arrive(NamedBarrier::kPingPong0, 256);
+    if (c == 1 && n_end > 0) named_barrier_arrive(NamedBarrier::kPingPong0, 2 * T::kWgThreads);
 
   if constexpr (T::kSchedule == Schedule::kSerial) {
     // One tile at a time: Q·Kᵀ, softmax, P·V, each waited for.
@@ -337,7 +336,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
               pack2<Tag>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
       }
       if (t == 0 && p.lse.data != nullptr)
-        p.lse.at(b, h, row) = sum > 0.f ? (mx[r] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
+        p.lse.at(b, h, row) = sum > 0.f ? (mx[r] + log2f(sum)) * kLn2 : -INFINITY;
     }
   }
 #else
