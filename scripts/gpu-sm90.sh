@@ -29,13 +29,24 @@ case $mode in
     echo "build: rc=$rc in $(( $(date +%s) - t0 ))s"
     [ $rc -ne 0 ] && { grep -E "error" "$out/build.log" | head -20; exit 1; }
     grep -A2 "sm90.*fwd_kernel" "$out/build.log" | grep -E "registers|spill" | sort | uniq -c | head
-    ./build-sm90/tests/fa_tests --gtest_filter='Shapes/GpuWgmma*:Grid/GpuSm90*:GpuSm90Fallback*' \
+    tests=./build-sm90/tests/fa_tests
+    # Each schedule alone on two small cases first, under a time limit: a schedule that hangs
+    # (an mbarrier phase or a named barrier miscounted) is told apart from those that do not.
+    for sched in 0 1 2; do
+      FA_TEST_SM90_SCHEDULES=$sched timeout 60 $tests \
+        --gtest_filter='Grid/GpuSm90*bf16*s128x128_d64*:Grid/GpuSm90*bf16*s113x203_d128*' \
+        > "$out/smoke$sched.log" 2>&1
+      echo "smoke schedule $sched: rc=$? $(grep -cE '^\[ +OK' "$out/smoke$sched.log") ok, $(grep -cE '^\[  FAILED' "$out/smoke$sched.log") failed lines"
+      grep -E "Failure|Which is|max_err|error" "$out/smoke$sched.log" | head -6
+    done
+    timeout 300 $tests --gtest_filter='Shapes/GpuWgmma*:Grid/GpuSm90*:GpuSm90Fallback*' \
       > "$out/tests.log" 2>&1
     echo "tests: rc=$? $(grep -cE '^\[ +OK' "$out/tests.log") ok, $(grep -cE '^\[  FAILED' "$out/tests.log") failed lines"
-    grep -E "Failure|Which is|FAILED" "$out/tests.log" | head -20
+    grep -E "^\[  FAILED" "$out/tests.log" | head -30
+    grep -E "Failure|Which is" "$out/tests.log" | head -10
     small='Grid/GpuSm90*s113x203_d64*:Grid/GpuSm90*s1x129_d128*'
     for tool in memcheck racecheck synccheck; do
-      compute-sanitizer --tool $tool --error-exitcode 9 ./build-sm90/tests/fa_tests \
+      timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 $tests \
         --gtest_filter="$small" > "$out/$tool.log" 2>&1
       echo "$tool: rc=$? $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$out/$tool.log" | tr '\n' ' ')"
     done

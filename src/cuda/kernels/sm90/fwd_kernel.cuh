@@ -73,9 +73,12 @@ struct FwdTraits {
   using QTile = SwizzledTile<kBlockM, kHeadDim>;
   using KvTile = SwizzledTile<kBlockN, kHeadDim>;
   static constexpr int kQBytes = QTile::kElems * 2, kKvBytes = KvTile::kElems * 2;
-  // Q, then per stage K and V, then the barriers: q_full, k_full[s], v_full[s], empty[s].
+  // Q, then per stage K and V, then the barriers: q_full, k_full[s], v_full[s], k_empty[s],
+  // v_empty[s]. K and V are released apart: under the overlap a consumer holds K of tile j and V
+  // of tile j - 1 at once, and one barrier for both would leave the producer no stage to fill
+  // ahead (the next K could only be loaded once P·V of j - 1 was done, just before it is needed).
   static constexpr int kBarOffset = kQBytes + 2 * kStages * kKvBytes;
-  static constexpr int kSmemBytes = kBarOffset + 8 * (1 + 3 * kStages);
+  static constexpr int kSmemBytes = kBarOffset + 8 * (1 + 4 * kStages);
   static_assert(kQBytes % 1024 == 0 && kKvBytes % 1024 == 0, "tiles on 1024-byte boundaries");
 };
 
@@ -104,11 +107,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const uint32_t q_full = bars;
   auto k_full = [&](int s) { return bars + 8u * uint32_t(1 + s); };
   auto v_full = [&](int s) { return bars + 8u * uint32_t(1 + kStages + s); };
-  auto empty = [&](int s) { return bars + 8u * uint32_t(1 + 2 * kStages + s); };
+  auto k_empty = [&](int s) { return bars + 8u * uint32_t(1 + 2 * kStages + s); };
+  auto v_empty = [&](int s) { return bars + 8u * uint32_t(1 + 3 * kStages + s); };
 
   const int tid = threadIdx.x, wg = tid / T::kWgThreads, lane = tid % 32;
   const int warp = (tid % T::kWgThreads) / 32;  // in the warpgroup
-  const int64_t m0 = int64_t(blockIdx.x) * kM, h = blockIdx.y, b = blockIdx.z;
+  // Causal blocks further down see more keys: the grid's first blocks take the last rows, so that
+  // the longest tiles start first and the short ones fill the tail.
+  const int m_block = p.causal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
+  const int64_t m0 = int64_t(m_block) * kM, h = blockIdx.y, b = blockIdx.z;
   const int64_t hk = h / (p.heads_q / p.heads_kv);
   const int64_t len_q = p.seqlen_q, len_k = p.seqlen_k, shift = len_k - len_q;
   // The key tiles the block's rows see (tile_plan.h; causal: up to its last row's diagonal).
@@ -119,7 +126,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     for (int s = 0; s < kStages; ++s) {
       mbar_init(k_full(s), 1);
       mbar_init(v_full(s), 1);
-      mbar_init(empty(s), 4 * T::kConsumers);  // lane 0 of every consumer warp
+      mbar_init(k_empty(s), 4 * T::kConsumers);  // lane 0 of every consumer warp
+      mbar_init(v_empty(s), 4 * T::kConsumers);
     }
     mbar_init_fence();
   }
@@ -135,12 +143,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                     q_full);
       for (int it = 0; it < n_end; ++it) {
         const int s = it % kStages;
-        if (it >= kStages) mbar_wait(empty(s), uint32_t(((it / kStages) & 1) ^ 1));
+        const uint32_t free_parity = uint32_t(((it / kStages) & 1) ^ 1);
+        if (it >= kStages) mbar_wait(k_empty(s), free_parity);
         mbar_arrive_expect_tx(k_full(s), uint32_t(T::kKvBytes));
 #pragma unroll
         for (int blk = 0; blk < T::KvTile::kBlocks; ++blk)
           tma_load_4d(sK(s) + uint32_t(blk * kN) * kSw128RowBytes, &maps.k, blk * kBoxCols, int(hk), it * kN,
                       int(b), k_full(s));
+        if (it >= kStages) mbar_wait(v_empty(s), free_parity);
         mbar_arrive_expect_tx(v_full(s), uint32_t(T::kKvBytes));
 #pragma unroll
         for (int blk = 0; blk < T::KvTile::kBlocks; ++blk)
@@ -187,10 +197,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     wgmma_commit();
     wgmma_acc_fence(o);
   };
-  // Stage of tile it back to the producer, once this warp's wgmmas reading it are done.
-  auto release = [&](int it) {
+  // K or V of tile it back to the producer, once this warp's wgmmas reading it are done.
+  auto release_k = [&](int it) {
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty(stage(it)));
+    if (lane == 0) mbar_arrive(k_empty(stage(it)));
+  };
+  auto release_v = [&](int it) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(v_empty(stage(it)));
   };
   // The scores of tile it in log2 units (scaled first: the scale may be negative), the mask (the
   // last key tile past len_k; causal tiles reaching past a row's diagonal) as -inf, the online
@@ -272,6 +286,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       issue_qk(it, sc);
       wgmma_wait<0>();
       wgmma_acc_fence(sc);
+      release_k(it);
       softmax(it, sc, alpha);
       rescale(alpha);
       pack(sc, pf);
@@ -279,7 +294,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       wgmma_wait<0>();
       wgmma_acc_fence(o);
       wgmma_keep(pf);
-      release(it);
+      release_v(it);
     }
   } else if (n_end > 0) {
     // Intra-warpgroup overlap: the softmax of tile it runs while the tensor cores do P·V of tile
@@ -290,6 +305,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     turn_end(false);
     wgmma_wait<0>();
     wgmma_acc_fence(sc);
+    release_k(0);
     softmax(0, sc, alpha);  // O is zero: its rescale is moot
     pack(sc, pf);
     for (int it = 1; it < n_end; ++it) {
@@ -299,11 +315,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       turn_end(false);
       wgmma_wait<1>();  // Q·K(it)ᵀ done
       wgmma_acc_fence(sc);
+      release_k(it);
       softmax(it, sc, alpha);
       wgmma_wait<0>();  // P·V(it - 1) done
       wgmma_acc_fence(o);
       wgmma_keep(pf);
-      release(it - 1);
+      release_v(it - 1);
       rescale(alpha);
       pack(sc, pf);
     }
@@ -313,7 +330,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     wgmma_wait<0>();
     wgmma_acc_fence(o);
     wgmma_keep(pf);
-    release(n_end - 1);
+    release_v(n_end - 1);
   }
 
   // Epilogue: the row sums over the quad, O / l, LSE; stores straight from the registers (two
