@@ -7,8 +7,9 @@
 #                                      subset. Summary last.
 #   scripts/gpu-sm90.sh bench OUTDIR   the quick forward grid (bf16) with the library as it ships
 #                                      (cuda-sm80) beside builds whose cuda-sm90 is on, one per
-#                                      schedule (0 serial, 1 overlap, 2 ping-pong), in one
-#                                      bench/ab.sh cmake run: the ablation's first table.
+#                                      schedule (0 serial, 1 overlap, 2 ping-pong; persistent)
+#                                      and ping-pong with one block a tile (s2np), in one
+#                                      bench/ab.sh cmake run: the ablation's table.
 # Environment: FA_GTEST_SOURCE_DIR (default .deps/googletest: carry .deps/googletest; the bench
 # step builds the tools too, so carry .deps/CLI11, .deps/fmt and .deps/nlohmann_json for it),
 # FA_COMMIT.
@@ -55,7 +56,8 @@ case $mode in
     FA_AB_HEAD_DIMS="64;128;256" FA_AB_BENCH_ARGS="--dims 64,128,256" bench/ab.sh cmake "$out" \
       sm90s0='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=0' \
       sm90s1='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=1' \
-      sm90s2='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=2'
+      sm90s2='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=2' \
+      sm90s2np='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=2 -DFA_TUNING_SM90_FWD_PERSISTENT=0'
     ;;
   *) echo "usage: scripts/gpu-sm90.sh test|bench OUTDIR" >&2; exit 2 ;;
 esac

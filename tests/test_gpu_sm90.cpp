@@ -73,6 +73,22 @@ std::vector<Case> sm90_cases() {
           c.seed = uint64_t(seed++);
           out.push_back(c);
         }
+  // More work tiles than the H200's 132 SMs, so that a persistent block takes several, some of
+  // them (causal, seqlen_q > seqlen_k) rows that see no key.
+  for (const int d : {64, 128, 256})
+    for (const bool causal : {false, true}) {
+      Case c;
+      c.dtype = d == 128 ? FA_DTYPE_FP16 : FA_DTYPE_BF16;
+      c.batch = 3;
+      c.heads_q = 24;
+      c.heads_kv = 8;
+      c.head_dim = d;
+      c.seqlen_q = causal ? 520 : 257;
+      c.seqlen_k = causal ? 130 : 300;
+      c.causal = causal;
+      c.seed = uint64_t(seed++);
+      out.push_back(c);
+    }
   return out;
 }
 
@@ -97,12 +113,16 @@ TEST_P(GpuSm90, ForwardMatchesReferenceAndRanSm90) {
   std::string why;
   if (skip_without_sm90(&why)) GTEST_SKIP() << why;
   ASSERT_TRUE(why.empty()) << why;
-  for (const int schedule : schedules_to_run()) {
-    SCOPED_TRACE(::testing::Message() << "Tuning::sm90_fwd_schedule " << schedule);
+  for (const int schedule : schedules_to_run())
+  for (const bool persistent : {true, false}) {
+    if (!persistent && schedule != 2) continue;  // one block a tile: under the default schedule
+    SCOPED_TRACE(::testing::Message() << "Tuning::sm90_fwd_schedule " << schedule << ", persistent "
+                                      << persistent);
     Problem pr(GetParam());
     DeviceProblem dev(pr, FA_BACKEND_AUTO), no_lse(pr, FA_BACKEND_AUTO);
     Tuning t = sm90_on();
     t.sm90_fwd_schedule = schedule;
+    t.sm90_fwd_persistent = persistent;
     ASSERT_EQ(family(dev.p, t), "cuda-sm90");
     run_pass(dev.p, false, &t);
     no_lse.p.lse.data = nullptr;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "cuda/kernels/sm90/tile_plan.h"
 
@@ -40,6 +41,25 @@ TEST(Sm90TilePlan, VisitsExactlyTheSeenTilesAndMasksWhereNeeded) {
               }
             }
           }
+}
+
+// The tile numbers cover every (m block, head, batch entry) once; causal runs a head's m blocks
+// from the last.
+TEST(Sm90TilePlan, TileCoordsCoverEveryTileOnce) {
+  for (const bool causal : {false, true})
+    for (const int m_blocks : {1, 3, 8})
+      for (const int heads : {1, 5}) {
+        const int batch = 3, n = m_blocks * heads * batch;
+        std::vector<int> seen(size_t(n), 0);
+        for (int t = 0; t < n; ++t) {
+          const TileCoord c = tile_coord(t, m_blocks, heads, causal);
+          ASSERT_TRUE(c.m_block >= 0 && c.m_block < m_blocks && c.head >= 0 && c.head < heads &&
+                      c.batch >= 0 && c.batch < batch);
+          ++seen[size_t((c.batch * heads + c.head) * m_blocks + c.m_block)];
+          if (t % m_blocks == 0) EXPECT_EQ(c.m_block, causal ? m_blocks - 1 : 0);
+        }
+        for (const int k : seen) ASSERT_EQ(k, 1);
+      }
 }
 
 }  // namespace

@@ -24,6 +24,9 @@
 #ifndef FA_TUNING_SM90_FWD_SCHEDULE
 #define FA_TUNING_SM90_FWD_SCHEDULE 2
 #endif
+#ifndef FA_TUNING_SM90_FWD_PERSISTENT
+#define FA_TUNING_SM90_FWD_PERSISTENT 1
+#endif
 
 namespace fa {
 
@@ -45,6 +48,10 @@ struct Tuning {
   // 0 one key tile at a time (the ablation's baseline, and a reference when debugging), 1 the
   // intra-warpgroup overlap, 2 overlap and ping-pong between the two consumer warpgroups.
   int sm90_fwd_schedule = FA_TUNING_SM90_FWD_SCHEDULE;
+  // cuda-sm90 persistent: one block an SM walking the work tiles, the next tile's Q and K loaded
+  // under this one's last products and epilogue; off: one block a tile (the ablation's
+  // "non-persistent").
+  bool sm90_fwd_persistent = FA_TUNING_SM90_FWD_PERSISTENT != 0;
 };
 
 // What a call's launchers need beyond its Params: the device's properties (queried once per

@@ -73,12 +73,12 @@ struct FwdTraits {
   using QTile = SwizzledTile<kBlockM, kHeadDim>;
   using KvTile = SwizzledTile<kBlockN, kHeadDim>;
   static constexpr int kQBytes = QTile::kElems * 2, kKvBytes = KvTile::kElems * 2;
-  // Q, then per stage K and V, then the barriers: q_full, k_full[s], v_full[s], k_empty[s],
-  // v_empty[s]. K and V are released apart: under the overlap a consumer holds K of tile j and V
+  // Q, then per stage K and V, then the barriers: q_full, q_empty, k_full[s], v_full[s],
+  // k_empty[s], v_empty[s]. K and V are released apart: under the overlap a consumer holds K of tile j and V
   // of tile j - 1 at once, and one barrier for both would leave the producer no stage to fill
   // ahead (the next K could only be loaded once P·V of j - 1 was done, just before it is needed).
   static constexpr int kBarOffset = kQBytes + 2 * kStages * kKvBytes;
-  static constexpr int kSmemBytes = kBarOffset + 8 * (1 + 4 * kStages);
+  static constexpr int kSmemBytes = kBarOffset + 8 * (2 + 4 * kStages);
   static_assert(kQBytes % 1024 == 0 && kKvBytes % 1024 == 0, "tiles on 1024-byte boundaries");
 };
 
@@ -104,29 +104,28 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto sV = [&](int s) { return sK(s) + uint32_t(T::kKvBytes); };
   const uint32_t bars = sQ + T::kBarOffset;
   constexpr int kBoxCols = T::QTile::kBlockCols;  // a TMA box: one 64-column block
-  const uint32_t q_full = bars;
-  auto k_full = [&](int s) { return bars + 8u * uint32_t(1 + s); };
-  auto v_full = [&](int s) { return bars + 8u * uint32_t(1 + kStages + s); };
-  auto k_empty = [&](int s) { return bars + 8u * uint32_t(1 + 2 * kStages + s); };
-  auto v_empty = [&](int s) { return bars + 8u * uint32_t(1 + 3 * kStages + s); };
+  const uint32_t q_full = bars, q_empty = bars + 8u;
+  auto k_full = [&](int s) { return bars + 8u * uint32_t(2 + s); };
+  auto v_full = [&](int s) { return bars + 8u * uint32_t(2 + kStages + s); };
+  auto k_empty = [&](int s) { return bars + 8u * uint32_t(2 + 2 * kStages + s); };
+  auto v_empty = [&](int s) { return bars + 8u * uint32_t(2 + 3 * kStages + s); };
 
   const int tid = threadIdx.x, wg = tid / T::kWgThreads, lane = tid % 32;
   const int warp = (tid % T::kWgThreads) / 32;  // in the warpgroup
-  // Causal blocks further down see more keys: the grid's first blocks take the last rows, so that
-  // the longest tiles start first and the short ones fill the tail.
-  const int m_block = p.causal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
-  const int64_t m0 = int64_t(m_block) * kM, h = blockIdx.y, b = blockIdx.z;
-  const int64_t hk = h / (p.heads_q / p.heads_kv);
   const int64_t len_q = p.seqlen_q, len_k = p.seqlen_k, shift = len_k - len_q;
-  // The key tiles the block's rows see (tile_plan.h; causal: up to its last row's diagonal).
-  const int n_end = key_tiles_seen(m0, kM, shift, len_k, kN, p.causal);
+  const int m_blocks = int((len_q + kM - 1) / kM), heads = int(p.heads_q);
+  const int num_tiles = m_blocks * heads * int(p.batch);  // (the launch checks that it fits)
+  const int group = int(p.heads_q / p.heads_kv);
+  // Persistent: this block takes tiles blockIdx.x, + gridDim.x, ... (tile_plan.h); a grid of one
+  // block a tile is the non-persistent launch (Tuning::sm90_fwd_persistent off).
 
   if (tid == 0) {
     mbar_init(q_full, 1);
+    mbar_init(q_empty, 4 * T::kConsumers);  // lane 0 of every consumer warp
     for (int s = 0; s < kStages; ++s) {
       mbar_init(k_full(s), 1);
       mbar_init(v_full(s), 1);
-      mbar_init(k_empty(s), 4 * T::kConsumers);  // lane 0 of every consumer warp
+      mbar_init(k_empty(s), 4 * T::kConsumers);
       mbar_init(v_empty(s), 4 * T::kConsumers);
     }
     mbar_init_fence();
@@ -136,226 +135,255 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   if (wg == 0) {  // ---- producer
     setmaxnreg_dec<T::kProducerRegs>();
     if (warp == 0 && lane == 0) {
-      mbar_arrive_expect_tx(q_full, uint32_t(T::kQBytes));
+      int kv = 0;  // K / V tiles loaded so far: the ring's position runs on across work tiles
+      int round = 0;
+      for (int tile = int(blockIdx.x); tile < num_tiles; tile += int(gridDim.x), ++round) {
+        const TileCoord tc = tile_coord(tile, m_blocks, heads, p.causal);
+        const int m0 = tc.m_block * kM, hk = tc.head / group;
+        const int n_end = key_tiles_seen(m0, kM, shift, len_k, kN, p.causal);
+        // Q of the previous tile is free once both consumers' last Q·Kᵀ of it is done.
+        if (round > 0) mbar_wait(q_empty, uint32_t((round - 1) & 1));
+        mbar_arrive_expect_tx(q_full, uint32_t(T::kQBytes));
 #pragma unroll
-      for (int blk = 0; blk < T::QTile::kBlocks; ++blk)
-        tma_load_4d(sQ + uint32_t(blk * kM) * kSw128RowBytes, &maps.q, blk * kBoxCols, int(h), int(m0), int(b),
-                    q_full);
-      for (int it = 0; it < n_end; ++it) {
-        const int s = it % kStages;
-        const uint32_t free_parity = uint32_t(((it / kStages) & 1) ^ 1);
-        if (it >= kStages) mbar_wait(k_empty(s), free_parity);
-        mbar_arrive_expect_tx(k_full(s), uint32_t(T::kKvBytes));
+        for (int blk = 0; blk < T::QTile::kBlocks; ++blk)
+          tma_load_4d(sQ + uint32_t(blk * kM) * kSw128RowBytes, &maps.q, blk * kBoxCols, tc.head, m0,
+                      tc.batch, q_full);
+        for (int it = 0; it < n_end; ++it, ++kv) {
+          const int s = kv % kStages;
+          const uint32_t free_parity = uint32_t(((kv / kStages) & 1) ^ 1);
+          if (kv >= kStages) mbar_wait(k_empty(s), free_parity);
+          mbar_arrive_expect_tx(k_full(s), uint32_t(T::kKvBytes));
 #pragma unroll
-        for (int blk = 0; blk < T::KvTile::kBlocks; ++blk)
-          tma_load_4d(sK(s) + uint32_t(blk * kN) * kSw128RowBytes, &maps.k, blk * kBoxCols, int(hk), it * kN,
-                      int(b), k_full(s));
-        if (it >= kStages) mbar_wait(v_empty(s), free_parity);
-        mbar_arrive_expect_tx(v_full(s), uint32_t(T::kKvBytes));
+          for (int blk = 0; blk < T::KvTile::kBlocks; ++blk)
+            tma_load_4d(sK(s) + uint32_t(blk * kN) * kSw128RowBytes, &maps.k, blk * kBoxCols, hk, it * kN,
+                        tc.batch, k_full(s));
+          if (kv >= kStages) mbar_wait(v_empty(s), free_parity);
+          mbar_arrive_expect_tx(v_full(s), uint32_t(T::kKvBytes));
 #pragma unroll
-        for (int blk = 0; blk < T::KvTile::kBlocks; ++blk)
-          tma_load_4d(sV(s) + uint32_t(blk * kN) * kSw128RowBytes, &maps.v, blk * kBoxCols, int(hk), it * kN,
-                      int(b), v_full(s));
+          for (int blk = 0; blk < T::KvTile::kBlocks; ++blk)
+            tma_load_4d(sV(s) + uint32_t(blk * kN) * kSw128RowBytes, &maps.v, blk * kBoxCols, hk, it * kN,
+                        tc.batch, v_full(s));
+        }
       }
     }
     return;
   }
 
-  // ---- consumers: warpgroup c takes query rows m0 + 64 c .. + 63; this thread rows r0, r0 + 8.
+  // ---- consumers: warpgroup c takes query rows m0 + 64 c .. + 63 of each tile; this thread rows
+  // r0, r0 + 8.
   setmaxnreg_inc<T::kConsumerRegs>();
   const int c = wg - 1, g = lane / 4, t = lane % 4;
-  const int64_t r0 = m0 + T::kWgRows * c + 16 * warp + g;
   const float scale_log2 = p.softmax_scale * kLog2e;
-  float o[kD / 2];
-#pragma unroll
-  for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
-  float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // log2 units of the scaled scores
   const uint32_t sQc = sQ + uint32_t(T::kWgRows * c) * kSw128RowBytes;  // this warpgroup's Q rows
-  mbar_wait(q_full, 0);
+  const int d = int(p.head_dim);
 
-  // The step's parts. Stage of key tile it: it % kStages, its barriers' parity (it / kStages) & 1.
-  auto stage = [&](int it) { return it % kStages; };
-  auto parity = [&](int it) { return uint32_t((it / kStages) & 1); };
-  // S = Q·K(it)ᵀ issued (not waited for).
-  auto issue_qk = [&](int it, float (&sc)[kN / 2]) {
-    mbar_wait(k_full(stage(it)), parity(it));
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks)
-      wgmma_ss<Tag, kN>(sc, kmajor_sw128_desc(sQc, kM, 16 * ks),
-                        kmajor_sw128_desc(sK(stage(it)), kN, 16 * ks), ks > 0);
-    wgmma_commit();
-    wgmma_acc_fence(sc);
-  };
-  // O += P·V(it) issued (not waited for); pf must stay untouched until the wait (wgmma_keep).
-  auto issue_pv = [&](int it, const uint32_t (&pf)[kN / 16][4]) {
-    mbar_wait(v_full(stage(it)), parity(it));
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kN / 16; ++kk)
-      wgmma_rs<Tag, kD, 1>(o, pf[kk], mnmajor_sw128_desc(sV(stage(it)), kN, 16 * kk), true);
-    wgmma_commit();
-    wgmma_acc_fence(o);
-  };
-  // K or V of tile it back to the producer, once this warp's wgmmas reading it are done.
-  auto release_k = [&](int it) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(k_empty(stage(it)));
-  };
-  auto release_v = [&](int it) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(v_empty(stage(it)));
-  };
-  // The scores of tile it in log2 units (scaled first: the scale may be negative), the mask (the
-  // last key tile past len_k; causal tiles reaching past a row's diagonal) as -inf, the online
-  // softmax on this thread's two rows: sc becomes P, mx and l advance, alpha is O's rescale.
-  auto softmax = [&](int it, float (&sc)[kN / 2], float (&alpha)[2]) {
-#pragma unroll
-    for (int i = 0; i < kN / 2; ++i) sc[i] *= scale_log2;
-    const int64_t n0 = int64_t(it) * kN;
-    const bool need_mask = key_tile_needs_mask(m0 + T::kWgRows * c, n0, shift, len_k, kN, p.causal);
-    if (need_mask) {
-#pragma unroll
-      for (int j = 0; j < kN / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int64_t key = n0 + 8 * j + 2 * t + (e & 1), row = r0 + 8 * (e / 2);
-          if (key >= len_k || (p.causal && key > row + shift)) sc[4 * j + e] = -INFINITY;
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float m = mx[r];
-#pragma unroll
-      for (int j = 0; j < kN / 8; ++j)
-        m = fmaxf(m, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-      // A row that has seen no key keeps m = -inf: shift by 0 so that exp2(-inf) = 0, not NaN.
-      const float base = m == -INFINITY ? 0.f : m;
-      alpha[r] = exp2_fast(mx[r] - base);
-      mx[r] = m;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < kN / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float pr = exp2_fast(sc[4 * j + 2 * r + e] - base);
-          sc[4 * j + 2 * r + e] = pr;
-          sum += pr;
-        }
-      l[r] = l[r] * alpha[r] + sum;
-    }
-  };
-  auto rescale = [&](const float (&alpha)[2]) {
-#pragma unroll
-    for (int j = 0; j < kD / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
-  };
-  // P as the A operand of P·V: the C fragments of n-tiles 2 kk, 2 kk + 1 are the A fragment of
-  // k-step kk (mma.cuh).
-  auto pack = [&](float (&sc)[kN / 2], uint32_t (&pf)[kN / 16][4]) {
-#pragma unroll
-    for (int kk = 0; kk < kN / 16; ++kk)
-      pack_a<Tag>(frag4(sc, 2 * kk), frag4(sc, 2 * kk + 1), pf[kk]);
-  };
-
-  float sc[kN / 2], alpha[2];
-  uint32_t pf[kN / 16][4];
   // Ping-pong: warpgroup c issues its products only in its turn (barrier kPingPong0 + c, both
-  // warpgroups' 256 threads), then hands the turn to the other; warpgroup 1 gives warpgroup 0
-  // the first turn. Both run the same n_end + 1 issue points; warpgroup 1 skips its last
-  // hand-over, so every barrier's arrivals match its waits.
+  // warpgroups' 256 threads), then hands the turn to the other. Warpgroup 1 gives warpgroup 0 the
+  // first turn; both then run the same issue points (n_end + 1 a tile), each ending with a
+  // hand-over, and warpgroup 0 takes the last hand-over after its last tile: every barrier's
+  // arrivals match its waits.
   constexpr bool kPing = T::kSchedule == Schedule::kPingPong;
   const NamedBarrier my_turn = c == 0 ? NamedBarrier::kPingPong0 : NamedBarrier::kPingPong1;
   const NamedBarrier other_turn = c == 0 ? NamedBarrier::kPingPong1 : NamedBarrier::kPingPong0;
   auto turn_begin = [&] {
     if constexpr (kPing) named_barrier_sync(my_turn, 2 * T::kWgThreads);
   };
-  auto turn_end = [&](bool last) {
-    if constexpr (kPing)
-      if (!(last && c == 1)) named_barrier_arrive(other_turn, 2 * T::kWgThreads);
+  auto turn_end = [&] {
+    if constexpr (kPing) named_barrier_arrive(other_turn, 2 * T::kWgThreads);
   };
   if constexpr (kPing)
-    if (c == 1 && n_end > 0) named_barrier_arrive(NamedBarrier::kPingPong0, 2 * T::kWgThreads);
+    if (c == 1) named_barrier_arrive(NamedBarrier::kPingPong0, 2 * T::kWgThreads);
 
-  if constexpr (T::kSchedule == Schedule::kSerial) {
-    // One tile at a time: Q·Kᵀ, softmax, P·V, each waited for.
-    for (int it = 0; it < n_end; ++it) {
-      issue_qk(it, sc);
-      wgmma_wait<0>();
-      wgmma_acc_fence(sc);
-      release_k(it);
-      softmax(it, sc, alpha);
-      rescale(alpha);
-      pack(sc, pf);
-      issue_pv(it, pf);
-      wgmma_wait<0>();
-      wgmma_acc_fence(o);
-      wgmma_keep(pf);
-      release_v(it);
-    }
-  } else if (n_end > 0) {
-    // Intra-warpgroup overlap: the softmax of tile it runs while the tensor cores do P·V of tile
-    // it - 1. Issue Q·K(it)ᵀ, then P·V(it - 1); wait for the first (groups retire in order), run
-    // its softmax; then wait for the second, rescale O and pack the new P.
-    turn_begin();
-    issue_qk(0, sc);
-    turn_end(false);
-    wgmma_wait<0>();
-    wgmma_acc_fence(sc);
-    release_k(0);
-    softmax(0, sc, alpha);  // O is zero: its rescale is moot
-    pack(sc, pf);
-    for (int it = 1; it < n_end; ++it) {
-      turn_begin();
-      issue_qk(it, sc);
-      issue_pv(it - 1, pf);
-      turn_end(false);
-      wgmma_wait<1>();  // Q·K(it)ᵀ done
-      wgmma_acc_fence(sc);
-      release_k(it);
-      softmax(it, sc, alpha);
-      wgmma_wait<0>();  // P·V(it - 1) done
-      wgmma_acc_fence(o);
-      wgmma_keep(pf);
-      release_v(it - 1);
-      rescale(alpha);
-      pack(sc, pf);
-    }
-    turn_begin();
-    issue_pv(n_end - 1, pf);
-    turn_end(true);
-    wgmma_wait<0>();
-    wgmma_acc_fence(o);
-    wgmma_keep(pf);
-    release_v(n_end - 1);
-  }
+  int kv0 = 0;  // the ring's position at this tile's first key tile (as the producer's kv)
+  int round = 0;
+  for (int tile = int(blockIdx.x); tile < num_tiles; tile += int(gridDim.x), ++round) {
+    const TileCoord tc = tile_coord(tile, m_blocks, heads, p.causal);
+    const int64_t m0 = int64_t(tc.m_block) * kM, h = tc.head, b = tc.batch;
+    const int64_t r0 = m0 + T::kWgRows * c + 16 * warp + g;
+    // The key tiles the tile's rows see (tile_plan.h; causal: up to its last row's diagonal).
+    const int n_end = key_tiles_seen(m0, kM, shift, len_k, kN, p.causal);
+    float o[kD / 2];
+#pragma unroll
+    for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
+    float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // log2 units of the scaled scores
+    mbar_wait(q_full, uint32_t(round & 1));
 
-  // Epilogue: the row sums over the quad, O / l, LSE; stores straight from the registers (two
-  // 16-bit values a store; rows past len_q and columns past head_dim are not written).
-  const int d = int(p.head_dim);
+    // The step's parts. Key tile it sits in ring stage (kv0 + it) % kStages, its barriers'
+    // parity ((kv0 + it) / kStages) & 1.
+    auto stage = [&](int it) { return (kv0 + it) % kStages; };
+    auto parity = [&](int it) { return uint32_t(((kv0 + it) / kStages) & 1); };
+    // S = Q·K(it)ᵀ issued (not waited for).
+    auto issue_qk = [&](int it, float (&sc)[kN / 2]) {
+      mbar_wait(k_full(stage(it)), parity(it));
+      wgmma_fence();
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float sum = l[r];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int64_t row = r0 + 8 * r;
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    if (row < len_q) {
-      uint16_t* out = p.out.at<uint16_t>(b, row, h);
+      for (int ks = 0; ks < kD / 16; ++ks)
+        wgmma_ss<Tag, kN>(sc, kmajor_sw128_desc(sQc, kM, 16 * ks),
+                          kmajor_sw128_desc(sK(stage(it)), kN, 16 * ks), ks > 0);
+      wgmma_commit();
+      wgmma_acc_fence(sc);
+    };
+    // O += P·V(it) issued (not waited for); pf must stay untouched until the wait (wgmma_keep).
+    auto issue_pv = [&](int it, const uint32_t (&pf)[kN / 16][4]) {
+      mbar_wait(v_full(stage(it)), parity(it));
+      wgmma_fence();
 #pragma unroll
-      for (int j = 0; j < kD / 8; ++j) {
-        const int col = 8 * j + 2 * t;
-        if (col < d)
-          *reinterpret_cast<uint32_t*>(out + col) =
-              pack2<Tag>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+      for (int kk = 0; kk < kN / 16; ++kk)
+        wgmma_rs<Tag, kD, 1>(o, pf[kk], mnmajor_sw128_desc(sV(stage(it)), kN, 16 * kk), true);
+      wgmma_commit();
+      wgmma_acc_fence(o);
+    };
+    // K or V of tile it back to the producer, once this warp's wgmmas reading it are done; with
+    // the tile's last K, its Q too (the producer loads the next tile's Q under this one's tail).
+    auto arrive = [&](uint32_t bar) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(bar);
+    };
+    auto release_k = [&](int it) {
+      arrive(k_empty(stage(it)));
+      if (it == n_end - 1) arrive(q_empty);
+    };
+    auto release_v = [&](int it) { arrive(v_empty(stage(it))); };
+    // The scores of tile it in log2 units (scaled first: the scale may be negative), the mask
+    // (the last key tile past len_k; causal tiles reaching past a row's diagonal) as -inf, the
+    // online softmax on this thread's two rows: sc becomes P, mx and l advance, alpha is O's
+    // rescale.
+    auto softmax = [&](int it, float (&sc)[kN / 2], float (&alpha)[2]) {
+#pragma unroll
+      for (int i = 0; i < kN / 2; ++i) sc[i] *= scale_log2;
+      const int64_t n0 = int64_t(it) * kN;
+      const bool need_mask = key_tile_needs_mask(m0 + T::kWgRows * c, n0, shift, len_k, kN, p.causal);
+      if (need_mask) {
+#pragma unroll
+        for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int64_t key = n0 + 8 * j + 2 * t + (e & 1), row = r0 + 8 * (e / 2);
+            if (key >= len_k || (p.causal && key > row + shift)) sc[4 * j + e] = -INFINITY;
+          }
       }
-      if (t == 0 && p.lse.data != nullptr)
-        p.lse.at(b, h, row) = sum > 0.f ? (mx[r] + log2f(sum)) * kLn2 : -INFINITY;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float m = mx[r];
+#pragma unroll
+        for (int j = 0; j < kN / 8; ++j)
+          m = fmaxf(m, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        // A row that has seen no key keeps m = -inf: shift by 0 so that exp2(-inf) = 0, not NaN.
+        const float base = m == -INFINITY ? 0.f : m;
+        alpha[r] = exp2_fast(mx[r] - base);
+        mx[r] = m;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float pr = exp2_fast(sc[4 * j + 2 * r + e] - base);
+            sc[4 * j + 2 * r + e] = pr;
+            sum += pr;
+          }
+        l[r] = l[r] * alpha[r] + sum;
+      }
+    };
+    auto rescale = [&](const float (&alpha)[2]) {
+#pragma unroll
+      for (int j = 0; j < kD / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
+    };
+    // P as the A operand of P·V: the C fragments of n-tiles 2 kk, 2 kk + 1 are the A fragment of
+    // k-step kk (mma.cuh).
+    auto pack = [&](float (&sc)[kN / 2], uint32_t (&pf)[kN / 16][4]) {
+#pragma unroll
+      for (int kk = 0; kk < kN / 16; ++kk)
+        pack_a<Tag>(frag4(sc, 2 * kk), frag4(sc, 2 * kk + 1), pf[kk]);
+    };
+
+    float sc[kN / 2], alpha[2];
+    uint32_t pf[kN / 16][4];
+    if (n_end == 0) {
+      arrive(q_empty);  // rows that see no key: Q was loaded and is not read
+    } else if constexpr (T::kSchedule == Schedule::kSerial) {
+      // One tile at a time: Q·Kᵀ, softmax, P·V, each waited for.
+      for (int it = 0; it < n_end; ++it) {
+        issue_qk(it, sc);
+        wgmma_wait<0>();
+        wgmma_acc_fence(sc);
+        release_k(it);
+        softmax(it, sc, alpha);
+        rescale(alpha);
+        pack(sc, pf);
+        issue_pv(it, pf);
+        wgmma_wait<0>();
+        wgmma_acc_fence(o);
+        wgmma_keep(pf);
+        release_v(it);
+      }
+    } else {
+      // Intra-warpgroup overlap: the softmax of tile it runs while the tensor cores do P·V of
+      // tile it - 1. Issue Q·K(it)ᵀ, then P·V(it - 1); wait for the first (groups retire in
+      // order), run its softmax; then wait for the second, rescale O and pack the new P.
+      turn_begin();
+      issue_qk(0, sc);
+      turn_end();
+      wgmma_wait<0>();
+      wgmma_acc_fence(sc);
+      release_k(0);
+      softmax(0, sc, alpha);  // O is zero: its rescale is moot
+      pack(sc, pf);
+      for (int it = 1; it < n_end; ++it) {
+        turn_begin();
+        issue_qk(it, sc);
+        issue_pv(it - 1, pf);
+        turn_end();
+        wgmma_wait<1>();  // Q·K(it)ᵀ done
+        wgmma_acc_fence(sc);
+        release_k(it);
+        softmax(it, sc, alpha);
+        wgmma_wait<0>();  // P·V(it - 1) done
+        wgmma_acc_fence(o);
+        wgmma_keep(pf);
+        release_v(it - 1);
+        rescale(alpha);
+        pack(sc, pf);
+      }
+      turn_begin();
+      issue_pv(n_end - 1, pf);
+      turn_end();
+      wgmma_wait<0>();
+      wgmma_acc_fence(o);
+      wgmma_keep(pf);
+      release_v(n_end - 1);
     }
+
+    // Epilogue: the row sums over the quad, O / l, LSE; stores straight from the registers (two
+    // 16-bit values a store; rows past len_q and columns past head_dim are not written).
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float sum = l[r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int64_t row = r0 + 8 * r;
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      if (row < len_q) {
+        uint16_t* out = p.out.at<uint16_t>(b, row, h);
+#pragma unroll
+        for (int j = 0; j < kD / 8; ++j) {
+          const int col = 8 * j + 2 * t;
+          if (col < d)
+            *reinterpret_cast<uint32_t*>(out + col) =
+                pack2<Tag>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+        }
+        if (t == 0 && p.lse.data != nullptr)
+          p.lse.at(b, h, row) = sum > 0.f ? (mx[r] + log2f(sum)) * kLn2 : -INFINITY;
+      }
+    }
+    kv0 += n_end;
   }
+  // Warpgroup 1's last hand-over.
+  if constexpr (kPing)
+    if (c == 0) named_barrier_sync(NamedBarrier::kPingPong0, 2 * T::kWgThreads);
 #else
   (void)p, (void)maps;
 #endif

@@ -2,6 +2,7 @@
 // shared-memory opt-in and the launch, for head dims 64 / 128 / 256 and fp16 / bf16.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <string>
@@ -33,7 +34,7 @@ bool built_for_sm90a() {
 }
 
 template <class T>
-void launch(const Params& p, cudaStream_t stream) {
+void launch(const Params& p, const Context& ctx, cudaStream_t stream) {
   sm90::FwdMaps maps{};
   const int64_t b = p.batch;
   if (!encode_row_tiles(p.q, b, p.seqlen_q, p.heads_q, p.head_dim, T::kBlockM, &maps.q) ||
@@ -45,29 +46,31 @@ void launch(const Params& p, cudaStream_t stream) {
                                 p.device.index, opted_in);
   if (err != cudaSuccess)
     fail(FA_ERROR_CUDA, "cudaFuncSetAttribute(fwd sm90 d", T::kHeadDim, "): ", cudaGetErrorString(err));
-  const dim3 grid(unsigned((p.seqlen_q + T::kBlockM - 1) / T::kBlockM), unsigned(p.heads_q),
-                  unsigned(p.batch));
-  sm90::fwd_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, maps);
+  // Work tiles (tile_plan.h): one block each, or persistent blocks (one an SM) walking them.
+  const int64_t tiles = (p.seqlen_q + T::kBlockM - 1) / T::kBlockM * p.heads_q * p.batch;
+  const int64_t blocks =
+      ctx.tuning.sm90_fwd_persistent && ctx.device.sms > 0 ? std::min<int64_t>(tiles, ctx.device.sms) : tiles;
+  sm90::fwd_kernel<T><<<unsigned(blocks), T::kThreads, T::kSmemBytes, stream>>>(p, maps);
   err = cudaGetLastError();
   if (err != cudaSuccess)
     fail(FA_ERROR_CUDA, "forward kernel (sm90, d", T::kHeadDim, ") launch: ", cudaGetErrorString(err));
 }
 
 template <typename Tag, sm90::Schedule kSchedule>
-void run_schedule(const Params& p, cudaStream_t s) {
+void run_schedule(const Params& p, const Context& ctx, cudaStream_t s) {
   switch (sm90_kernel_head_dim(p.head_dim)) {
-    case 64: return launch<sm90::FwdTraits<64, Tag, kSchedule>>(p, s);
-    case 128: return launch<sm90::FwdTraits<128, Tag, kSchedule>>(p, s);
-    default: return launch<sm90::FwdTraits<256, Tag, kSchedule>>(p, s);
+    case 64: return launch<sm90::FwdTraits<64, Tag, kSchedule>>(p, ctx, s);
+    case 128: return launch<sm90::FwdTraits<128, Tag, kSchedule>>(p, ctx, s);
+    default: return launch<sm90::FwdTraits<256, Tag, kSchedule>>(p, ctx, s);
   }
 }
 
 template <typename Tag>
 void run(const Params& p, const Context& ctx, cudaStream_t s) {
   switch (ctx.tuning.sm90_fwd_schedule) {
-    case 0: return run_schedule<Tag, sm90::Schedule::kSerial>(p, s);
-    case 1: return run_schedule<Tag, sm90::Schedule::kOverlap>(p, s);
-    default: return run_schedule<Tag, sm90::Schedule::kPingPong>(p, s);
+    case 0: return run_schedule<Tag, sm90::Schedule::kSerial>(p, ctx, s);
+    case 1: return run_schedule<Tag, sm90::Schedule::kOverlap>(p, ctx, s);
+    default: return run_schedule<Tag, sm90::Schedule::kPingPong>(p, ctx, s);
   }
 }
 
@@ -87,6 +90,8 @@ std::string sm90_fwd_refusal(const Params& p, const Context& ctx) {
   if (p.q_shift != 0) return "q_shift not yet";
   if (p.head_dim % 8 != 0 || sm90_kernel_head_dim(p.head_dim) == 0) return "head_dim";
   if (p.seqlen_q > (int64_t(1) << 30) || p.seqlen_k > (int64_t(1) << 30)) return "seqlen > 2^30";
+  if ((p.seqlen_q + 127) / 128 * p.heads_q * p.batch >= (int64_t(1) << 31))
+    return "more than 2^31 work tiles";
   return "";
 }
 

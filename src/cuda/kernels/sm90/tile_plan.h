@@ -27,4 +27,16 @@ FA_HOST_DEVICE bool key_tile_needs_mask(int64_t row0, int64_t n0, int64_t shift,
   return n0 + kN > len_k || (causal && n0 + kN - 1 > row0 + shift);
 }
 
+// A block's work item: one 128-query tile of one (head, batch entry). The persistent kernel walks
+// tiles blockIdx.x, + gridDim.x, ...; tile numbers run m fastest inside a (head, batch entry), so
+// that the blocks running at once share one head's K / V in L2. Causal: a head's last query tiles
+// come first (they see the most keys: the longest work starts first, the short fills the tail).
+struct TileCoord {
+  int m_block, head, batch;
+};
+FA_HOST_DEVICE TileCoord tile_coord(int tile, int m_blocks, int heads, bool causal) {
+  const int m = tile % m_blocks, hb = tile / m_blocks;
+  return {causal ? m_blocks - 1 - m : m, hb % heads, hb / heads};
+}
+
 }  // namespace fa::cuda::sm90
