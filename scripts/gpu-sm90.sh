@@ -7,9 +7,11 @@
 #                                      subset. Summary last.
 #   scripts/gpu-sm90.sh bench OUTDIR   the quick forward grid (bf16) with the library as it ships
 #                                      (cuda-sm80) beside builds whose cuda-sm90 is on, one per
-#                                      schedule (0 serial, 1 overlap, 2 ping-pong; persistent)
-#                                      and ping-pong with one block a tile (s2np), in one
-#                                      bench/ab.sh cmake run: the ablation's table.
+#                                      schedule (0 serial, 1 overlap, 2 ping-pong; persistent as
+#                                      shipped: without the causal mask), ping-pong with one
+#                                      block a tile (s2np) and persistent always (s2pa), in one
+#                                      bench/ab.sh cmake run: the ablation's table. (Six builds
+#                                      and the bench: about 8 minutes; a call of its own.)
 # Environment: FA_GTEST_SOURCE_DIR (default .deps/googletest: carry .deps/googletest; the bench
 # step builds the tools too, so carry .deps/CLI11, .deps/fmt and .deps/nlohmann_json for it),
 # FA_COMMIT.
@@ -57,7 +59,8 @@ case $mode in
       sm90s0='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=0' \
       sm90s1='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=1' \
       sm90s2='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=2' \
-      sm90s2np='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=2 -DFA_TUNING_SM90_FWD_PERSISTENT=0'
+      sm90s2np='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=2 -DFA_TUNING_SM90_FWD_PERSISTENT=0' \
+      sm90s2pa='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=2 -DFA_TUNING_SM90_FWD_PERSISTENT=2'
     ;;
   *) echo "usage: scripts/gpu-sm90.sh test|bench OUTDIR" >&2; exit 2 ;;
 esac

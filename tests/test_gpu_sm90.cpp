@@ -113,9 +113,10 @@ TEST_P(GpuSm90, ForwardMatchesReferenceAndRanSm90) {
   std::string why;
   if (skip_without_sm90(&why)) GTEST_SKIP() << why;
   ASSERT_TRUE(why.empty()) << why;
+  // Persistent always (2) under every schedule; one block a tile (0) under the default one.
   for (const int schedule : schedules_to_run())
-  for (const bool persistent : {true, false}) {
-    if (!persistent && schedule != 2) continue;  // one block a tile: under the default schedule
+  for (const int persistent : {2, 0}) {
+    if (persistent == 0 && schedule != 2) continue;
     SCOPED_TRACE(::testing::Message() << "Tuning::sm90_fwd_schedule " << schedule << ", persistent "
                                       << persistent);
     Problem pr(GetParam());

@@ -48,10 +48,14 @@ struct Tuning {
   // 0 one key tile at a time (the ablation's baseline, and a reference when debugging), 1 the
   // intra-warpgroup overlap, 2 overlap and ping-pong between the two consumer warpgroups.
   int sm90_fwd_schedule = FA_TUNING_SM90_FWD_SCHEDULE;
-  // cuda-sm90 persistent: one block an SM walking the work tiles, the next tile's Q and K loaded
-  // under this one's last products and epilogue; off: one block a tile (the ablation's
-  // "non-persistent").
-  bool sm90_fwd_persistent = FA_TUNING_SM90_FWD_PERSISTENT != 0;
+  // cuda-sm90's persistent launch (one block an SM walking the work tiles, the next tile's Q and
+  // K loaded under this one's last products and epilogue): 0 never (one block a tile), 1 for
+  // calls without the causal mask, 2 always. 1 from the H200 (74fd42d, bf16 quick grid):
+  // without the mask +2 to +9% at s 1k, even at 16k; causal under the static tile walk -4 to
+  // +10% at 1k-4k and -27 to -30% at 16k (its tiles differ in length, so the blocks drift apart
+  // over heads and lose the L2 reuse of one head's K / V that the hardware's in-order dispatch
+  // keeps).
+  int sm90_fwd_persistent = FA_TUNING_SM90_FWD_PERSISTENT;
 };
 
 // What a call's launchers need beyond its Params: the device's properties (queried once per

@@ -1,12 +1,14 @@
-// The Hopper-native forward (sm_90a), first version (issue 25): warp specialisation with a TMA
-// producer and two consumer warpgroups, S = Q·Kᵀ by SS-wgmma, P kept in registers as the A
-// operand of an RS-wgmma for O += P·V (V read MN-major through the transpose bit), the online
-// softmax in fp32 with exp2. One block per (128-query tile, query head, batch entry).
+// The Hopper-native forward (sm_90a, issue 25): warp specialisation with a TMA producer and two
+// consumer warpgroups, S = Q·Kᵀ by SS-wgmma, P kept in registers as the A operand of an RS-wgmma
+// for O += P·V (V read MN-major through the transpose bit), the online softmax in fp32 with
+// exp2. A work tile is 128 queries of one (query head, batch entry) (tile_plan.h); a block takes
+// one, or (persistent, Tuning::sm90_fwd_persistent) walks tiles blockIdx.x, + gridDim.x, ...
 //
-//   warpgroup 0  producer: one thread issues the Q tile's TMA copies once and the K / V tiles'
-//                through a ring of kStages stages (full barriers: the copies' bytes; empty
-//                barriers: the consumers' release); it gives most of its registers away
-//                (setmaxnreg) to
+//   warpgroup 0  producer: one thread issues each tile's Q copies (once the consumers are done
+//                with the previous tile's Q) and the K / V tiles' through a ring of kStages
+//                stages whose position runs on across tiles (full barriers: the copies' bytes;
+//                empty barriers, K's and V's apart: the consumers' release); it gives most of
+//                its registers away (setmaxnreg) to
 //   warpgroups 1, 2  consumers: 64 query rows each (one wgmma m64 row block), the whole key
 //                range of the tile: S (64 x kBlockN, fp32 registers), softmax, P (bf16 / fp16
 //                registers), O (64 x d, fp32 registers), the epilogue straight from registers.
@@ -21,9 +23,9 @@
 // Served (sm90_fwd_refusal in fwd_sm90.h says why not otherwise): fp16 / bf16, a fixed-length
 // batch, head dims up to the kernel's (64, 128, 256; columns past head_dim arrive as TMA zeros
 // and are not stored), GQA / MQA, causal (bottom-right) or none, seqlen_q != seqlen_k, LSE
-// optional. Not yet: windows, softcap, ALiBi, dropout, packed batches, a persistent scheduler,
-// the TMA-store epilogue. The wgmma and descriptor layer has run on the H200
-// (tests/test_gpu_wgmma.cpp); this kernel not yet.
+// optional. Not yet: windows, softcap, ALiBi, dropout, packed batches, a dynamic (longest
+// first) tile scheduler, the TMA-store epilogue. Checked on the H200 by tests/test_gpu_sm90.cpp
+// under every schedule, persistent and not, with memcheck, racecheck and synccheck.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -116,8 +118,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int m_blocks = int((len_q + kM - 1) / kM), heads = int(p.heads_q);
   const int num_tiles = m_blocks * heads * int(p.batch);  // (the launch checks that it fits)
   const int group = int(p.heads_q / p.heads_kv);
-  // Persistent: this block takes tiles blockIdx.x, + gridDim.x, ... (tile_plan.h); a grid of one
-  // block a tile is the non-persistent launch (Tuning::sm90_fwd_persistent off).
+  // This block takes tiles blockIdx.x, + gridDim.x, ... (tile_plan.h): a grid of one block a tile
+  // is the non-persistent launch.
 
   if (tid == 0) {
     mbar_init(q_full, 1);

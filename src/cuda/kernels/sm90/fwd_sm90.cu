@@ -48,8 +48,9 @@ void launch(const Params& p, const Context& ctx, cudaStream_t stream) {
     fail(FA_ERROR_CUDA, "cudaFuncSetAttribute(fwd sm90 d", T::kHeadDim, "): ", cudaGetErrorString(err));
   // Work tiles (tile_plan.h): one block each, or persistent blocks (one an SM) walking them.
   const int64_t tiles = (p.seqlen_q + T::kBlockM - 1) / T::kBlockM * p.heads_q * p.batch;
-  const int64_t blocks =
-      ctx.tuning.sm90_fwd_persistent && ctx.device.sms > 0 ? std::min<int64_t>(tiles, ctx.device.sms) : tiles;
+  const int mode = ctx.tuning.sm90_fwd_persistent;
+  const bool persistent = ctx.device.sms > 0 && (mode == 2 || (mode == 1 && !p.causal));
+  const int64_t blocks = persistent ? std::min<int64_t>(tiles, ctx.device.sms) : tiles;
   sm90::fwd_kernel<T><<<unsigned(blocks), T::kThreads, T::kSmemBytes, stream>>>(p, maps);
   err = cudaGetLastError();
   if (err != cudaSuccess)
