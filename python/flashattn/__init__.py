@@ -6,7 +6,8 @@ A drop-in for the `flash_attn` package's functions (same names, arguments, defau
     from flashattn import flash_attn_func   # or import the functions directly
 
 Code that imports `flash_attn` itself (a library you do not edit) can be pointed here with
-`flashattn.install_as_flash_attn()` before that import. `flashattn.kernel_family(q, k, v, ...)`
+`flashattn.install_as_flash_attn()` before that import; `flash_attn.bert_padding` (pad_input,
+unpad_input, index_first_axis, ...) comes with it. `flashattn.kernel_family(q, k, v, ...)`
 names the library's kernel family a call would run. See docs/python.md.
 """
 import sys
@@ -22,7 +23,7 @@ from .flash_attn_interface import (
     flash_attn_with_kvcache,
     kernel_family,
 )
-from . import flash_attn_interface
+from . import bert_padding, flash_attn_interface
 
 __version__ = "0.3.0"
 
@@ -30,13 +31,14 @@ __all__ = [
     "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",
     "flash_attn_varlen_func", "flash_attn_varlen_qkvpacked_func",
     "flash_attn_varlen_kvpacked_func", "flash_attn_with_kvcache", "FlashAttnError", "build_info", "library_path",
-    "install_as_flash_attn", "kernel_family",
+    "install_as_flash_attn", "kernel_family", "bert_padding",
 ]
 
 
 def install_as_flash_attn():
-    """Makes `import flash_attn` and `from flash_attn.flash_attn_interface import ...` resolve
-    to this package for the rest of the process. Refuses when a real flash_attn is already
+    """Makes `import flash_attn`, `from flash_attn.flash_attn_interface import ...` and
+    `from flash_attn.bert_padding import ...` resolve to this package for the rest of the
+    process. Refuses when a real flash_attn is already
     imported, so that two implementations are never mixed silently."""
     mod = sys.modules[__name__]
     existing = sys.modules.get("flash_attn")
@@ -45,4 +47,5 @@ def install_as_flash_attn():
                           "install_as_flash_attn() before anything imports flash_attn")
     sys.modules["flash_attn"] = mod
     sys.modules["flash_attn.flash_attn_interface"] = flash_attn_interface
+    sys.modules["flash_attn.bert_padding"] = bert_padding
     return mod
