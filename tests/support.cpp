@@ -119,6 +119,7 @@ std::string Case::name() const {
   if (page_size > 0) os << "_page" << page_size;
   if (!cache_lens.empty()) os << "_cache";
   if (q_shift != 0) os << "_shift" << q_shift;
+  if (softmax_scale != 0.f) os << "_scale" << (softmax_scale < 0 ? "m" : "") << std::fabs(softmax_scale);
   std::string s = os.str();  // a valid GoogleTest name: letters, digits, underscores
   for (char& ch : s)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';

@@ -526,5 +526,44 @@ TEST(GpuBackward, TensorMapsEncodeOrRefuse) {
 #endif
 }
 
+// A negative softmax_scale (allowed: any finite value) puts the largest logit at the smallest raw
+// score: the online softmax must take its running max over the scaled scores. Forward and
+// backward on the CUDA families the default dispatch picks, causal and not, GQA, packed.
+TEST(GpuNegativeScale, ForwardAndBackwardMatchReference) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+#ifdef FA_TEST_CUDA
+  int n = 0;
+  for (const fa_dtype dt : {FA_DTYPE_BF16, FA_DTYPE_FP16})
+    for (const int64_t d : {64, 128})
+      for (const bool causal : {false, true}) {
+        Case c;
+        c.dtype = dt;
+        c.batch = 2;
+        c.heads_q = 4;
+        c.heads_kv = 2;
+        c.head_dim = d;
+        c.seqlen_q = 113;
+        c.seqlen_k = 203;
+        c.causal = causal;
+        c.softmax_scale = n % 2 ? -0.3f : -0.05f;
+        c.pad = 8;
+        if (n % 3 == 1) {
+          c.lens_q = {113, 40};
+          c.lens_k = {203, 0};
+        }
+        c.seed = uint64_t(5150 + n++);
+        SCOPED_TRACE(c.name());
+        Problem pr(c);
+        DeviceProblem dev(pr, FA_BACKEND_AUTO);
+        run_pass(dev.p, false);
+        if (HasFatalFailure()) return;
+        run_pass(dev.p, true);
+        if (HasFatalFailure()) return;
+        expect_device_results(pr, dev, true);
+      }
+#endif
+}
+
 }  // namespace
 }  // namespace fa::test

@@ -2,8 +2,10 @@
 // Tuning::sm90_fwd on (off by default until this suite has passed): every case must be taken by
 // cuda-sm90 (asserted through the registry) and match the fp64 reference by FlashAttention's
 // rule, outputs poisoned, fresh inputs; the LSE-less call gives the same out. Skipped without an
-// sm90 GPU or in a build without sm_90a code; the calls it does not serve yet (windows, softcap,
-// ALiBi, dropout, packed batches) are the sm80 family's and are asserted to fall back there.
+// sm90 GPU or in a build without sm_90a code; the calls it does not serve yet (dropout) are the
+// sm80 family's and are asserted to fall back there. The feature cases (windows, softcap, ALiBi,
+// packed batches with empty sequences, a negative scale) came with the kernel's support for
+// them, after its first GPU runs (which passed the fixed-length causal / full grid).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -73,6 +75,36 @@ std::vector<Case> sm90_cases() {
           c.seed = uint64_t(seed++);
           out.push_back(c);
         }
+  // Every feature the family serves beyond causal, over head dims and both 16-bit types; every
+  // other case a packed batch with empty sequences (on the query side, the key side, both).
+  const std::vector<std::pair<int, int>> lens{{300, 77}, {113, 203}, {257, 513}, {129, 129}};
+  int n = 0;
+  for (const int d : {64, 128, 256, 96})
+    for (int feature = 0; feature < 7; ++feature) {
+      Case c;
+      c.dtype = (n % 2) ? FA_DTYPE_FP16 : FA_DTYPE_BF16;
+      c.batch = 2;
+      c.heads_q = 4;
+      c.heads_kv = (n % 3) ? 2 : 4;
+      c.head_dim = d;
+      c.seqlen_q = lens[size_t(n % 4)].first;
+      c.seqlen_k = lens[size_t(n % 4)].second;
+      if (feature == 0) { c.window_left = 100; c.window_right = 17; }
+      if (feature == 1) { c.causal = true; c.window_left = 64; }
+      if (feature == 2) c.window_left = 50;  // a left bound only
+      if (feature == 3) c.softcap = 30.f;
+      if (feature == 4) { c.alibi = true; c.causal = (n % 2) == 0; }
+      if (feature == 5) { c.softcap = 5.f; c.alibi = true; c.window_left = 90; c.window_right = 0; }
+      if (feature == 6) c.softmax_scale = -0.11f;
+      if (n % 2 == 1) {
+        c.batch = 4;
+        c.lens_q = {int32_t(c.seqlen_q), 0, 77, 1};
+        c.lens_k = {int32_t(c.seqlen_k), 5, 0, 130};
+      }
+      c.seed = uint64_t(seed++);
+      ++n;
+      out.push_back(c);
+    }
   // More work tiles than the H200's 132 SMs, so that a persistent block takes several, some of
   // them (causal, seqlen_q > seqlen_k) rows that see no key.
   for (const int d : {64, 128, 256})
@@ -134,10 +166,10 @@ TEST_P(GpuSm90, ForwardMatchesReferenceAndRanSm90) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Grid, GpuSm90, ::testing::ValuesIn(sm90_cases()),
-                         [](const ::testing::TestParamInfo<Case>& i) { return i.param.name(); });
+INSTANTIATE_TEST_SUITE_P(Grid, GpuSm90, ::testing::ValuesIn(sm90_cases()), CaseTestName{});
 
-// What the family does not serve yet goes to cuda-sm80, with the knob on.
+// What the family does not serve yet goes to cuda-sm80, with the knob on; what it serves beyond
+// the plain call is taken by cuda-sm90.
 TEST(GpuSm90Fallback, UnservedFeaturesRunSm80) {
   std::string why;
   if (skip_without_sm90(&why)) GTEST_SKIP() << why;
@@ -150,27 +182,30 @@ TEST(GpuSm90Fallback, UnservedFeaturesRunSm80) {
   c.head_dim = 64;
   c.seqlen_q = c.seqlen_k = 64;
   const Tuning t = sm90_on();
-  auto expect_sm80 = [&](Case k, const char* what) {
+  auto family_of = [&](Case k) {
     Problem pr(k);
     DeviceProblem dev(pr, FA_BACKEND_AUTO);
-    EXPECT_EQ(family(dev.p, t), "cuda-sm80") << what;
+    return family(dev.p, t);
   };
-  Case w = c;
-  w.window_left = 16;
-  expect_sm80(w, "window");
-  Case s = c;
-  s.softcap = 5.f;
-  expect_sm80(s, "softcap");
-  Case a = c;
-  a.alibi = true;
-  expect_sm80(a, "alibi");
   Case dr = c;
   dr.dropout_p = 0.1f;
-  expect_sm80(dr, "dropout");
+  EXPECT_EQ(family_of(dr), "cuda-sm80") << "dropout";
+  Case hd = c;
+  hd.head_dim = 60;  // not a multiple of 8
+  EXPECT_NE(family_of(hd), "cuda-sm90") << "head_dim 60";
+  Case w = c;
+  w.window_left = 16;
+  EXPECT_EQ(family_of(w), "cuda-sm90") << "window";
+  Case s = c;
+  s.softcap = 5.f;
+  EXPECT_EQ(family_of(s), "cuda-sm90") << "softcap";
+  Case a = c;
+  a.alibi = true;
+  EXPECT_EQ(family_of(a), "cuda-sm90") << "alibi";
   Case v = c;
   v.lens_q = {30, 34};
   v.lens_k = {40, 24};
-  expect_sm80(v, "packed");
+  EXPECT_EQ(family_of(v), "cuda-sm90") << "packed";
   // And with the knob off (the default), nothing runs cuda-sm90.
   Problem pr(c);
   DeviceProblem dev(pr, FA_BACKEND_AUTO);

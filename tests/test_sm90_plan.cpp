@@ -1,9 +1,11 @@
 // The sm90 forward's tile plan (src/cuda/kernels/sm90/tile_plan.h) against brute force over the
-// visibility rule: a block visits exactly the key tiles some row sees (none past the last), and a
-// tile it runs without the mask has every (row, key) pair visible.
+// visibility rule (windows and causal included): a work tile visits exactly the key tiles some of
+// its rows sees, and a tile it runs without the mask has every (row, key) pair visible.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "cuda/kernels/sm90/tile_plan.h"
@@ -11,33 +13,51 @@
 namespace fa::cuda::sm90 {
 namespace {
 
-bool visible(int64_t row, int64_t key, int64_t shift, int64_t len_k, bool causal) {
-  return key < len_k && (!causal || key <= row + shift);
+// Visibility of (row, key) with the tile's bounds: the rule of core/mask.h within [0, len_k).
+bool visible(const Visibility& vis, int64_t row, int64_t key, int64_t len_k) {
+  return key < len_k && vis.visible(row, key);
 }
 
 TEST(Sm90TilePlan, VisitsExactlyTheSeenTilesAndMasksWhereNeeded) {
-  for (const bool causal : {false, true})
+  // (window_left, window_right): none, causal, sliding windows, a right bound only.
+  const std::vector<std::pair<int64_t, int64_t>> windows{{-1, -1}, {-1, 0}, {16, 0}, {70, 5},
+                                                         {0, 0}, {-1, 40}, {200, -1}};
+  for (const auto& [wl, wr] : windows)
     for (const int kN : {64, 128})
       for (const int rows : {64, 128})
         for (const int64_t len_q : {1, 7, 64, 130, 300})
           for (const int64_t len_k : {1, 63, 64, 129, 300, 513}) {
-            const int64_t shift = len_k - len_q;
+            const Visibility vis{len_k - len_q, wl, wr};
             for (int64_t row0 = 0; row0 < len_q; row0 += rows) {
-              const int n = key_tiles_seen(row0, rows, shift, len_k, kN, causal);
-              int last_seen = -1;  // brute force: the last tile any row of the block sees
+              const int64_t real = std::min<int64_t>(rows, len_q - row0);
+              const KeyTiles kt = key_tiles(vis, row0, real, len_k, kN);
+              int first_seen = -1, last_seen = -1;  // brute force over the tile's real rows
               for (int64_t key = 0; key < len_k; ++key)
-                for (int64_t r = row0; r < row0 + rows; ++r)
-                  if (visible(r, key, shift, len_k, causal)) last_seen = int(key / kN);
-              // Rows past len_q (the block's padding) may add tiles, never drop one.
-              ASSERT_GE(n, last_seen + 1) << "causal " << causal << " rows " << row0 << "+" << rows
-                                         << " len_q " << len_q << " len_k " << len_k;
-              ASSERT_LE(n, int((len_k + kN - 1) / kN));
-              for (int j = 0; j < n; ++j) {
-                if (key_tile_needs_mask(row0, int64_t(j) * kN, shift, len_k, kN, causal)) continue;
-                for (int64_t key = int64_t(j) * kN; key < int64_t(j + 1) * kN; ++key)
-                  for (int64_t r = row0; r < row0 + rows; ++r)
-                    ASSERT_TRUE(visible(r, key, shift, len_k, causal))
-                        << "tile " << j << " unmasked but (" << r << ", " << key << ") is hidden";
+                for (int64_t r = row0; r < row0 + real; ++r)
+                  if (visible(vis, r, key, len_k)) {
+                    if (first_seen < 0 || key / kN < first_seen) first_seen = int(key / kN);
+                    last_seen = std::max(last_seen, int(key / kN));
+                  }
+              const auto where = ::testing::Message()
+                                 << "window " << wl << "," << wr << " rows " << row0 << "+" << real
+                                 << " len_q " << len_q << " len_k " << len_k << " kN " << kN;
+              if (last_seen < 0) {
+                ASSERT_EQ(kt.begin, kt.end) << where;
+                continue;
+              }
+              // Exactly the tiles some row sees, first to last.
+              ASSERT_EQ(kt.begin, first_seen) << where;
+              ASSERT_EQ(kt.end, last_seen + 1) << where;
+              for (int j = kt.begin; j < kt.end; ++j) {
+                // Unmasked over the padded rows too (the consumers test 64-row halves).
+                for (const int64_t span : {real, int64_t(rows)}) {
+                  if (key_tile_needs_mask(vis, row0, span, int64_t(j) * kN, len_k, kN)) continue;
+                  for (int64_t key = int64_t(j) * kN; key < int64_t(j + 1) * kN; ++key)
+                    for (int64_t r = row0; r < row0 + span; ++r)
+                      ASSERT_TRUE(visible(vis, r, key, len_k))
+                          << where << ": tile " << j << " unmasked but (" << r << ", " << key
+                          << ") is hidden";
+                }
               }
             }
           }

@@ -81,8 +81,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   const int64_t rows = sq.len_q - m0 < T::kBlockM ? sq.len_q - m0 : T::kBlockM;
   const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
   const Logit<float> logit{p.softcap, p.alibi_slope(b, h), sq.len_k - sq.len_q};
-  const bool transform = p.softcap > 0.f || logit.alibi_slope != 0.f;
-  // Raw scores are scaled inside exp2; logits (softcap / ALiBi applied) already are.
+  // A negative scale takes the logit path too: its running max must be over the scaled scores
+  // (the largest logit sits at the smallest raw score); so does a zero scale (a factor of 0 in
+  // exp2 would turn the mask's -inf into NaN).
+  const bool transform = p.softcap > 0.f || logit.alibi_slope != 0.f || p.softmax_scale <= 0.f;
+  // Raw scores are scaled inside exp2; logits (softcap / ALiBi applied, or scaled) already are.
   const float scale_log2 = transform ? kLog2e : p.softmax_scale * kLog2e;
   const int d = int(p.head_dim);
 

@@ -20,18 +20,21 @@
 // The consumers run one of three schedules (Schedule, below): one tile at a time, the
 // intra-warpgroup overlap, or the overlap with ping-pong between the two consumer warpgroups.
 //
-// Served (sm90_fwd_refusal in fwd_sm90.h says why not otherwise): fp16 / bf16, a fixed-length
-// batch, head dims up to the kernel's (64, 128, 256; columns past head_dim arrive as TMA zeros
-// and are not stored), GQA / MQA, causal (bottom-right) or none, seqlen_q != seqlen_k, LSE
-// optional. Not yet: windows, softcap, ALiBi, dropout, packed batches, a dynamic (longest
-// first) tile scheduler, the TMA-store epilogue. Checked on the H200 by tests/test_gpu_sm90.cpp
-// under every schedule, persistent and not, with memcheck, racecheck and synccheck.
+// Served (sm90_fwd_refusal in fwd_sm90.h says why not otherwise): fp16 / bf16, head dims up to
+// the kernel's (64, 128, 256; columns past head_dim arrive as TMA zeros and are not stored),
+// GQA / MQA, causal and sliding windows (bottom-right, core/mask.h), softcap, ALiBi, packed
+// batches (cu_seqlens; empty sequences), any scale's sign, seqlen_q != seqlen_k, LSE optional.
+// Not yet: dropout, a dynamic (longest first) tile scheduler, the TMA-store epilogue. Checked on
+// the H200 by tests/test_gpu_sm90.cpp under every schedule, persistent and not, with memcheck,
+// racecheck and synccheck (windows, softcap, ALiBi, packed batches and negative scales: added
+// after the last GPU run; see the test file's header).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "core/mask.h"
 #include "core/params.h"
 #include "cuda/arch/exp2.cuh"
 #include "cuda/arch/ldmatrix.cuh"
@@ -89,6 +92,10 @@ struct FwdMaps {
   CUtensorMap q, k, v;
 };
 
+// The online softmax's lazy rescale: the reference max moves only when a tile's max exceeds it
+// by more than this in log2 units (P then stays <= 2^8, far inside 16-bit and fp32 range).
+constexpr float kLazyRescaleLog2 = 8.f;
+
 template <int kN>
 __device__ __forceinline__ float (&frag4(float (&acc)[kN], int j))[4] {
   return *reinterpret_cast<float(*)[4]>(&acc[4 * j]);
@@ -114,10 +121,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   const int tid = threadIdx.x, wg = tid / T::kWgThreads, lane = tid % 32;
   const int warp = (tid % T::kWgThreads) / 32;  // in the warpgroup
-  const int64_t len_q = p.seqlen_q, len_k = p.seqlen_k, shift = len_k - len_q;
-  const int m_blocks = int((len_q + kM - 1) / kM), heads = int(p.heads_q);
+  // Work tiles of kM queries over the longest sequence (packed batches: the max_seqlen bound);
+  // a tile past its sequence's end is skipped by producer and consumers alike.
+  const int m_blocks = int((p.seqlen_q + kM - 1) / kM), heads = int(p.heads_q);
   const int num_tiles = m_blocks * heads * int(p.batch);  // (the launch checks that it fits)
   const int group = int(p.heads_q / p.heads_kv);
+  const bool reverse = p.window_right >= 0;  // causal: later tiles see more keys (tile_plan.h)
+  // A packed batch's maps are batch 1 over its total rows; the sequence's rows start at q_start,
+  // k_start (fixed-length batches: 0, and the batch entry is the map's outer coordinate).
+  auto map_batch = [&](int b) { return p.varlen() ? 0 : b; };
   // This block takes tiles blockIdx.x, + gridDim.x, ... (tile_plan.h): a grid of one block a tile
   // is the non-persistent launch.
 
@@ -137,34 +149,41 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   if (wg == 0) {  // ---- producer
     setmaxnreg_dec<T::kProducerRegs>();
     if (warp == 0 && lane == 0) {
-      int kv = 0;  // K / V tiles loaded so far: the ring's position runs on across work tiles
-      int round = 0;
-      for (int tile = int(blockIdx.x); tile < num_tiles; tile += int(gridDim.x), ++round) {
-        const TileCoord tc = tile_coord(tile, m_blocks, heads, p.causal);
-        const int m0 = tc.m_block * kM, hk = tc.head / group;
-        const int n_end = key_tiles_seen(m0, kM, shift, len_k, kN, p.causal);
+      int kv = 0;     // K / V tiles loaded so far: the ring's position runs on across work tiles
+      int round = 0;  // work tiles whose Q was loaded
+      for (int tile = int(blockIdx.x); tile < num_tiles; tile += int(gridDim.x)) {
+        const TileCoord tc = tile_coord(tile, m_blocks, heads, reverse);
+        const SeqInfo sq = p.seq(tc.batch);
+        const int64_t m0 = int64_t(tc.m_block) * kM;
+        if (m0 >= sq.len_q) continue;
+        const int hk = tc.head / group, bm = map_batch(tc.batch);
+        const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
+        const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
+        const KeyTiles kt = key_tiles(vis, m0, rows, sq.len_k, kN);
         // Q of the previous tile is free once both consumers' last Q·Kᵀ of it is done.
         if (round > 0) mbar_wait(q_empty, uint32_t((round - 1) & 1));
+        ++round;
         mbar_arrive_expect_tx(q_full, uint32_t(T::kQBytes));
 #pragma unroll
         for (int blk = 0; blk < T::QTile::kBlocks; ++blk)
-          tma_load_4d(sQ + uint32_t(blk * kM) * kSw128RowBytes, &maps.q, blk * kBoxCols, tc.head, m0,
-                      tc.batch, q_full);
-        for (int it = 0; it < n_end; ++it, ++kv) {
+          tma_load_4d(sQ + uint32_t(blk * kM) * kSw128RowBytes, &maps.q, blk * kBoxCols, tc.head,
+                      int(sq.q_start + m0), bm, q_full);
+        for (int it = kt.begin; it < kt.end; ++it, ++kv) {
+          const int key_row = int(sq.k_start) + it * kN;
           const int s = kv % kStages;
           const uint32_t free_parity = uint32_t(((kv / kStages) & 1) ^ 1);
           if (kv >= kStages) mbar_wait(k_empty(s), free_parity);
           mbar_arrive_expect_tx(k_full(s), uint32_t(T::kKvBytes));
 #pragma unroll
           for (int blk = 0; blk < T::KvTile::kBlocks; ++blk)
-            tma_load_4d(sK(s) + uint32_t(blk * kN) * kSw128RowBytes, &maps.k, blk * kBoxCols, hk, it * kN,
-                        tc.batch, k_full(s));
+            tma_load_4d(sK(s) + uint32_t(blk * kN) * kSw128RowBytes, &maps.k, blk * kBoxCols, hk, key_row,
+                        bm, k_full(s));
           if (kv >= kStages) mbar_wait(v_empty(s), free_parity);
           mbar_arrive_expect_tx(v_full(s), uint32_t(T::kKvBytes));
 #pragma unroll
           for (int blk = 0; blk < T::KvTile::kBlocks; ++blk)
-            tma_load_4d(sV(s) + uint32_t(blk * kN) * kSw128RowBytes, &maps.v, blk * kBoxCols, hk, it * kN,
-                        tc.batch, v_full(s));
+            tma_load_4d(sV(s) + uint32_t(blk * kN) * kSw128RowBytes, &maps.v, blk * kBoxCols, hk, key_row,
+                        bm, v_full(s));
         }
       }
     }
@@ -175,15 +194,22 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // r0, r0 + 8.
   setmaxnreg_inc<T::kConsumerRegs>();
   const int c = wg - 1, g = lane / 4, t = lane % 4;
-  const float scale_log2 = p.softmax_scale * kLog2e;
   const uint32_t sQc = sQ + uint32_t(T::kWgRows * c) * kSw128RowBytes;  // this warpgroup's Q rows
   const int d = int(p.head_dim);
+  // Scores to logits: softcap and ALiBi, when on, turn the scaled score into the logit in the
+  // softmax's step (core/mask.h's Logit); P = 2^(x c - m c) over this thread's values x, with c
+  // the factor to log2 units: scale·log2e on raw scores, log2e on logits. A negative scale has its
+  // largest logit at the smallest score, so its scores are scaled first (c = 1) and the running
+  // max is taken over them; so are a zero scale's (c = 0 would turn the mask's -inf into NaN).
+  const bool transform = p.softcap > 0.f || p.alibi_slopes != nullptr;
+  const bool prescale = !transform && p.softmax_scale <= 0.f;
+  const float c_log2 = transform ? kLog2e : prescale ? 1.f : p.softmax_scale * kLog2e;
 
   // Ping-pong: warpgroup c issues its products only in its turn (barrier kPingPong0 + c, both
   // warpgroups' 256 threads), then hands the turn to the other. Warpgroup 1 gives warpgroup 0 the
-  // first turn; both then run the same issue points (n_end + 1 a tile), each ending with a
-  // hand-over, and warpgroup 0 takes the last hand-over after its last tile: every barrier's
-  // arrivals match its waits.
+  // first turn; both then run the same issue points (key tiles + 1 a work tile), each ending
+  // with a hand-over, and warpgroup 0 takes the last hand-over after its last tile: every
+  // barrier's arrivals match its waits.
   constexpr bool kPing = T::kSchedule == Schedule::kPingPong;
   const NamedBarrier my_turn = c == 0 ? NamedBarrier::kPingPong0 : NamedBarrier::kPingPong1;
   const NamedBarrier other_turn = c == 0 ? NamedBarrier::kPingPong1 : NamedBarrier::kPingPong0;
@@ -196,22 +222,31 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   if constexpr (kPing)
     if (c == 1) named_barrier_arrive(NamedBarrier::kPingPong0, 2 * T::kWgThreads);
 
-  int kv0 = 0;  // the ring's position at this tile's first key tile (as the producer's kv)
-  int round = 0;
-  for (int tile = int(blockIdx.x); tile < num_tiles; tile += int(gridDim.x), ++round) {
-    const TileCoord tc = tile_coord(tile, m_blocks, heads, p.causal);
+  int kv0 = 0;    // the ring's position at this tile's first key tile (as the producer's kv)
+  int round = 0;  // work tiles whose Q was loaded (as the producer's round)
+  for (int tile = int(blockIdx.x); tile < num_tiles; tile += int(gridDim.x)) {
+    const TileCoord tc = tile_coord(tile, m_blocks, heads, reverse);
+    const SeqInfo sq = p.seq(tc.batch);
     const int64_t m0 = int64_t(tc.m_block) * kM, h = tc.head, b = tc.batch;
-    const int64_t r0 = m0 + T::kWgRows * c + 16 * warp + g;
-    // The key tiles the tile's rows see (tile_plan.h; causal: up to its last row's diagonal).
-    const int n_end = key_tiles_seen(m0, kM, shift, len_k, kN, p.causal);
+    if (m0 >= sq.len_q) continue;
+    const int64_t len_k = sq.len_k;
+    const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
+    const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
+    const KeyTiles kt = key_tiles(vis, m0, rows, len_k, kN);  // as the producer's
+    const int n_tiles = kt.end - kt.begin;
+    const int64_t wg_row0 = m0 + T::kWgRows * c;
+    const int64_t r0 = wg_row0 + 16 * warp + g;
+    const Logit<float> logit{p.softcap, p.alibi_slope(b, h), vis.offset};
     float o[kD / 2];
 #pragma unroll
     for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
-    float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // log2 units of the scaled scores
+    // Running max (in the units of x: raw scores, logits or prescaled scores) and row sums.
+    float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     mbar_wait(q_full, uint32_t(round & 1));
+    ++round;
 
-    // The step's parts. Key tile it sits in ring stage (kv0 + it) % kStages, its barriers'
-    // parity ((kv0 + it) / kStages) & 1.
+    // The step's parts, for the tile's it-th key tile (key tile kt.begin + it). It sits in ring
+    // stage (kv0 + it) % kStages, its barriers' parity ((kv0 + it) / kStages) & 1.
     auto stage = [&](int it) { return (kv0 + it) % kStages; };
     auto parity = [&](int it) { return uint32_t(((kv0 + it) / kStages) & 1); };
     // S = Q·K(it)ᵀ issued (not waited for).
@@ -243,50 +278,76 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     };
     auto release_k = [&](int it) {
       arrive(k_empty(stage(it)));
-      if (it == n_end - 1) arrive(q_empty);
+      if (it == n_tiles - 1) arrive(q_empty);
     };
     auto release_v = [&](int it) { arrive(v_empty(stage(it))); };
-    // The scores of tile it in log2 units (scaled first: the scale may be negative), the mask
-    // (the last key tile past len_k; causal tiles reaching past a row's diagonal) as -inf, the
-    // online softmax on this thread's two rows: sc becomes P, mx and l advance, alpha is O's
-    // rescale.
-    auto softmax = [&](int it, float (&sc)[kN / 2], float (&alpha)[2]) {
-#pragma unroll
-      for (int i = 0; i < kN / 2; ++i) sc[i] *= scale_log2;
-      const int64_t n0 = int64_t(it) * kN;
-      const bool need_mask = key_tile_needs_mask(m0 + T::kWgRows * c, n0, shift, len_k, kN, p.causal);
-      if (need_mask) {
+    // Tile it's scores to P: the logits (softcap / ALiBi) or the prescale, the mask as -inf (keys
+    // past len_k; pairs the visibility rule hides) where the tile needs it, then the online
+    // softmax with lazy rescaling on this thread's two rows (as the sm80 family's, fwd_tile.h):
+    // the reference max moves, and O and l are rescaled, only when a row's tile max exceeds it
+    // by more than 2^8 in P (a warp-uniform vote), so most tiles skip O's d-wide rescale. Returns
+    // whether O needs the rescale by alpha (after the P·V in flight).
+    auto softmax = [&](int it, float (&sc)[kN / 2], float (&alpha)[2]) -> bool {
+      const int64_t n0 = int64_t(kt.begin + it) * kN;
+      if (transform) {
 #pragma unroll
         for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int64_t key = n0 + 8 * j + 2 * t + (e & 1), row = r0 + 8 * (e / 2);
-            if (key >= len_k || (p.causal && key > row + shift)) sc[4 * j + e] = -INFINITY;
+            sc[4 * j + e] = logit(sc[4 * j + e] * p.softmax_scale, row, key);
+          }
+      } else if (prescale) {
+#pragma unroll
+        for (int i = 0; i < kN / 2; ++i) sc[i] *= p.softmax_scale * kLog2e;
+      }
+      if (key_tile_needs_mask(vis, wg_row0, T::kWgRows, n0, len_k, kN)) {
+#pragma unroll
+        for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int64_t key = n0 + 8 * j + 2 * t + (e & 1), row = r0 + 8 * (e / 2);
+            if (key >= len_k || !vis.visible(row, key)) sc[4 * j + e] = -INFINITY;
           }
       }
+      float tile_max[2];
+      bool need = false;
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float m = mx[r];
+        float m = -INFINITY;
 #pragma unroll
         for (int j = 0; j < kN / 8; ++j)
           m = fmaxf(m, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        // A row that has seen no key keeps m = -inf: shift by 0 so that exp2(-inf) = 0, not NaN.
-        const float base = m == -INFINITY ? 0.f : m;
-        alpha[r] = exp2_fast(mx[r] - base);
-        mx[r] = m;
+        tile_max[r] = m;
+        // The first visible key (mx = -inf) or a max that grew too much; -inf - -inf: false.
+        need |= (m - mx[r]) * c_log2 > kLazyRescaleLog2;
+      }
+      const bool rescale_o = __any_sync(0xffffffffu, need);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        alpha[r] = 1.f;
+        if (rescale_o) {
+          const float m_new = fmaxf(mx[r], tile_max[r]);
+          // Nothing visible yet: O and l are still 0. Else the difference first, then the scale.
+          if (m_new != -INFINITY) alpha[r] = exp2_fast((mx[r] - m_new) * c_log2);
+          mx[r] = m_new;
+          l[r] *= alpha[r];
+        }
+        const float m_scaled = (mx[r] == -INFINITY ? 0.f : mx[r]) * c_log2;  // exp -> 0, not NaN
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float pr = exp2_fast(sc[4 * j + 2 * r + e] - base);
+            const float pr = exp2_fast(fmaf(sc[4 * j + 2 * r + e], c_log2, -m_scaled));
             sc[4 * j + 2 * r + e] = pr;
             sum += pr;
           }
-        l[r] = l[r] * alpha[r] + sum;
+        l[r] += sum;
       }
+      return rescale_o;
     };
     auto rescale = [&](const float (&alpha)[2]) {
 #pragma unroll
@@ -304,17 +365,16 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
     float sc[kN / 2], alpha[2];
     uint32_t pf[kN / 16][4];
-    if (n_end == 0) {
+    if (n_tiles == 0) {
       arrive(q_empty);  // rows that see no key: Q was loaded and is not read
     } else if constexpr (T::kSchedule == Schedule::kSerial) {
       // One tile at a time: Q·Kᵀ, softmax, P·V, each waited for.
-      for (int it = 0; it < n_end; ++it) {
+      for (int it = 0; it < n_tiles; ++it) {
         issue_qk(it, sc);
         wgmma_wait<0>();
         wgmma_acc_fence(sc);
         release_k(it);
-        softmax(it, sc, alpha);
-        rescale(alpha);
+        if (softmax(it, sc, alpha)) rescale(alpha);
         pack(sc, pf);
         issue_pv(it, pf);
         wgmma_wait<0>();
@@ -334,7 +394,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       release_k(0);
       softmax(0, sc, alpha);  // O is zero: its rescale is moot
       pack(sc, pf);
-      for (int it = 1; it < n_end; ++it) {
+      for (int it = 1; it < n_tiles; ++it) {
         turn_begin();
         issue_qk(it, sc);
         issue_pv(it - 1, pf);
@@ -342,25 +402,26 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         wgmma_wait<1>();  // Q·K(it)ᵀ done
         wgmma_acc_fence(sc);
         release_k(it);
-        softmax(it, sc, alpha);
+        const bool rescale_o = softmax(it, sc, alpha);
         wgmma_wait<0>();  // P·V(it - 1) done
         wgmma_acc_fence(o);
         wgmma_keep(pf);
         release_v(it - 1);
-        rescale(alpha);
+        if (rescale_o) rescale(alpha);
         pack(sc, pf);
       }
       turn_begin();
-      issue_pv(n_end - 1, pf);
+      issue_pv(n_tiles - 1, pf);
       turn_end();
       wgmma_wait<0>();
       wgmma_acc_fence(o);
       wgmma_keep(pf);
-      release_v(n_end - 1);
+      release_v(n_tiles - 1);
     }
 
     // Epilogue: the row sums over the quad, O / l, LSE; stores straight from the registers (two
-    // 16-bit values a store; rows past len_q and columns past head_dim are not written).
+    // 16-bit values a store; rows past the sequence's len_q and columns past head_dim are not
+    // written).
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float sum = l[r];
@@ -368,8 +429,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
       const int64_t row = r0 + 8 * r;
       const float inv = sum > 0.f ? 1.f / sum : 0.f;
-      if (row < len_q) {
-        uint16_t* out = p.out.at<uint16_t>(b, row, h);
+      if (row < sq.len_q) {
+        uint16_t* out = p.out.at<uint16_t>(b, sq.q_start + row, h);
 #pragma unroll
         for (int j = 0; j < kD / 8; ++j) {
           const int col = 8 * j + 2 * t;
@@ -378,10 +439,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                 pack2<Tag>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
         }
         if (t == 0 && p.lse.data != nullptr)
-          p.lse.at(b, h, row) = sum > 0.f ? (mx[r] + log2f(sum)) * kLn2 : -INFINITY;
+          p.lse.at(b, h, sq.q_start + row) =
+              sum > 0.f ? (mx[r] * c_log2 + log2f(sum)) * kLn2 : -INFINITY;
       }
     }
-    kv0 += n_end;
+    kv0 += n_tiles;
   }
   // Warpgroup 1's last hand-over.
   if constexpr (kPing)

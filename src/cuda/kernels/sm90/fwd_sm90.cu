@@ -36,10 +36,12 @@ bool built_for_sm90a() {
 template <class T>
 void launch(const Params& p, const Context& ctx, cudaStream_t stream) {
   sm90::FwdMaps maps{};
-  const int64_t b = p.batch;
-  if (!encode_row_tiles(p.q, b, p.seqlen_q, p.heads_q, p.head_dim, T::kBlockM, &maps.q) ||
-      !encode_row_tiles(p.k, b, p.seqlen_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.k) ||
-      !encode_row_tiles(p.v, b, p.seqlen_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.v))
+  // A packed batch is one entry of its total rows (the kernel adds each sequence's start).
+  const int64_t b = p.varlen() ? 1 : p.batch;
+  const int64_t rows_q = p.varlen() ? p.total_q : p.seqlen_q, rows_k = p.varlen() ? p.total_k : p.seqlen_k;
+  if (!encode_row_tiles(p.q, b, rows_q, p.heads_q, p.head_dim, T::kBlockM, &maps.q) ||
+      !encode_row_tiles(p.k, b, rows_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.k) ||
+      !encode_row_tiles(p.v, b, rows_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.v))
     fail(FA_ERROR_UNSUPPORTED, "the sm90 forward's tensor maps could not be encoded for these views");
   static std::atomic<uint64_t> opted_in{0};
   cudaError_t err = opt_in_smem(reinterpret_cast<const void*>(sm90::fwd_kernel<T>), T::kSmemBytes,
@@ -48,8 +50,10 @@ void launch(const Params& p, const Context& ctx, cudaStream_t stream) {
     fail(FA_ERROR_CUDA, "cudaFuncSetAttribute(fwd sm90 d", T::kHeadDim, "): ", cudaGetErrorString(err));
   // Work tiles (tile_plan.h): one block each, or persistent blocks (one an SM) walking them.
   const int64_t tiles = (p.seqlen_q + T::kBlockM - 1) / T::kBlockM * p.heads_q * p.batch;
+  // Tiles of one length (no causal mask, window or packed batch) or, with mode 2, any.
   const int mode = ctx.tuning.sm90_fwd_persistent;
-  const bool persistent = ctx.device.sms > 0 && (mode == 2 || (mode == 1 && !p.causal));
+  const bool uniform = !p.varlen() && p.window_left < 0 && p.window_right < 0;
+  const bool persistent = ctx.device.sms > 0 && (mode == 2 || (mode == 1 && uniform));
   const int64_t blocks = persistent ? std::min<int64_t>(tiles, ctx.device.sms) : tiles;
   sm90::fwd_kernel<T><<<unsigned(blocks), T::kThreads, T::kSmemBytes, stream>>>(p, maps);
   err = cudaGetLastError();
@@ -82,15 +86,11 @@ std::string sm90_fwd_refusal(const Params& p, const Context& ctx) {
   if (ctx.device.major != 9) return "needs an sm90 device";  // (the registry row checks both first)
   if (!built_for_sm90a()) return "this build has no sm_90a code (FA_ARCHS)";
   if (p.dtype != DType::BF16 && p.dtype != DType::F16) return "fp16 / bf16 only";
-  if (p.varlen()) return "packed batches (cu_seqlens) not yet";
-  if (p.window_left >= 0 || (p.window_right >= 0 && !(p.causal && p.window_right == 0)))
-    return "sliding windows not yet";
-  if (p.softcap > 0.f) return "softcap not yet";
-  if (p.alibi_slopes != nullptr) return "ALiBi not yet";
   if (p.dropout_p > 0.f) return "dropout not yet";
   if (p.q_shift != 0) return "q_shift not yet";
   if (p.head_dim % 8 != 0 || sm90_kernel_head_dim(p.head_dim) == 0) return "head_dim";
   if (p.seqlen_q > (int64_t(1) << 30) || p.seqlen_k > (int64_t(1) << 30)) return "seqlen > 2^30";
+  if (p.total_q >= (int64_t(1) << 31) || p.total_k >= (int64_t(1) << 31)) return "rows past 2^31";
   if ((p.seqlen_q + 127) / 128 * p.heads_q * p.batch >= (int64_t(1) << 31))
     return "more than 2^31 work tiles";
   return "";

@@ -1,42 +1,46 @@
-// Which key tiles a block of the sm90 forward visits and which of them need the mask, as plain
-// functions of the block's rows (host-tested by brute force: tests/test_sm90_plan.cpp). Causal is
-// bottom-right aligned: row r sees keys k <= r + shift (shift = len_k - len_q) below len_k.
+// Which key tiles a work tile of the sm90 forward visits, which of them need the mask, and which
+// work tile a block takes next, as plain functions (host-tested by brute force:
+// tests/test_sm90_plan.cpp). Visibility (core/mask.h) is the backends' one rule: bottom-right
+// aligned, causal folded in as window_right = 0.
 #pragma once
 
 #include <cstdint>
 
 #include "core/host_device.h"
+#include "core/mask.h"
 
 namespace fa::cuda::sm90 {
 
-// Key tiles [0, n) that rows [row0, row0 + rows) see any key of (tiles of kN keys).
-FA_HOST_DEVICE int key_tiles_seen(int64_t row0, int rows, int64_t shift, int64_t len_k, int kN,
-                                  bool causal) {
-  const int n_blocks = int((len_k + kN - 1) / kN);
-  if (!causal) return n_blocks;
-  const int64_t last = row0 + rows - 1 + shift;  // the last row's last visible key
-  if (last < 0) return 0;
-  const int64_t n = last / kN + 1;
-  return n < n_blocks ? int(n) : n_blocks;
+// Key tiles [begin, end) of kN keys that some row of [row0, row0 + rows) sees (rows >= 1, the
+// sequence's real rows); begin == end when none sees any key.
+struct KeyTiles {
+  int begin, end;
+};
+FA_HOST_DEVICE KeyTiles key_tiles(const Visibility& vis, int64_t row0, int64_t rows, int64_t len_k,
+                                  int kN) {
+  const int64_t first = vis.key_begin(row0, len_k), last = vis.key_end(row0 + rows, len_k);
+  if (first >= last) return {0, 0};
+  return {int(first / kN), int((last + kN - 1) / kN)};
 }
 
 // True when some (row, key) of rows [row0, row0 + rows) x key tile n0 .. n0 + kN - 1 is not
-// visible: the tile runs past len_k, or (causal) its last key lies past the first row's diagonal.
-FA_HOST_DEVICE bool key_tile_needs_mask(int64_t row0, int64_t n0, int64_t shift, int64_t len_k,
-                                        int kN, bool causal) {
-  return n0 + kN > len_k || (causal && n0 + kN - 1 > row0 + shift);
+// visible: the tile runs past len_k, or the visibility rule hides a pair.
+FA_HOST_DEVICE bool key_tile_needs_mask(const Visibility& vis, int64_t row0, int64_t rows, int64_t n0,
+                                        int64_t len_k, int kN) {
+  return n0 + kN > len_k || !vis.block_unmasked(row0, row0 + rows, n0, n0 + kN);
 }
 
 // A block's work item: one 128-query tile of one (head, batch entry). The persistent kernel walks
 // tiles blockIdx.x, + gridDim.x, ...; tile numbers run m fastest inside a (head, batch entry), so
-// that the blocks running at once share one head's K / V in L2. Causal: a head's last query tiles
-// come first (they see the most keys: the longest work starts first, the short fills the tail).
+// that the blocks running at once share one head's K / V in L2. With a right bound on the keys
+// (causal) later query tiles see more keys: `reverse` puts a head's last query tiles first (the
+// longest work starts first, the short fills the tail).
 struct TileCoord {
   int m_block, head, batch;
 };
-FA_HOST_DEVICE TileCoord tile_coord(int tile, int m_blocks, int heads, bool causal) {
+FA_HOST_DEVICE TileCoord tile_coord(int tile, int m_blocks, int heads, bool reverse) {
   const int m = tile % m_blocks, hb = tile / m_blocks;
-  return {causal ? m_blocks - 1 - m : m, hb % heads, hb / heads};
+  return {reverse ? m_blocks - 1 - m : m, hb % heads, hb / heads};
 }
 
 }  // namespace fa::cuda::sm90
