@@ -49,8 +49,9 @@ struct Tuning {
   // intra-warpgroup overlap, 2 overlap and ping-pong between the two consumer warpgroups.
   int sm90_fwd_schedule = FA_TUNING_SM90_FWD_SCHEDULE;
   // cuda-sm90's persistent launch (one block an SM walking the work tiles, the next tile's Q and
-  // K loaded under this one's last products and epilogue): 0 never (one block a tile), 1 for
-  // calls without the causal mask, 2 always. 1 from the H200 (74fd42d, bf16 quick grid):
+  // K loaded under this one's last products and epilogue): 0 never (one block a tile), 1 where
+  // the tiles are of one length (no causal mask, window or packed batch), 2 always. 1 from the
+  // H200 (74fd42d, bf16 quick grid):
   // without the mask +2 to +9% at s 1k, even at 16k; causal under the static tile walk -4 to
   // +10% at 1k-4k and -27 to -30% at 16k (its tiles differ in length, so the blocks drift apart
   // over heads and lose the L2 reuse of one head's K / V that the hardware's in-order dispatch
