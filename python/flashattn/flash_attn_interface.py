@@ -4,10 +4,11 @@ Shapes (FlashAttention's layout; any strides with a contiguous last dimension):
   q (batch, seqlen_q, nheads, headdim), k/v (batch, seqlen_k, nheads_k, headdim),
   nheads % nheads_k == 0 (GQA/MQA); varlen: q (total_q, nheads, headdim), k/v (total_k, ...),
   cu_seqlens_* int32 (batch + 1,) on q's device.
-Returns out shaped like q; with return_attn_probs=True, (out, softmax_lse, None): softmax_lse is
-fp32 (batch, nheads, seqlen_q), or (nheads, total_q) for varlen; the third element, which
-flash_attn fills with a debugging dump of the dropout mask and probabilities, is always None here
-(docs/python.md).
+Returns out shaped like q; with return_attn_probs=True, (out, softmax_lse, S_dmask): softmax_lse
+is fp32 (batch, nheads, seqlen_q), or (nheads, total_q) for varlen; S_dmask, as in flash_attn,
+only with dropout_p > 0 (else None): the probabilities (batch, nheads, seqlen_q rounded up to
+128, seqlen_k rounded up to 128) in q's dtype, negative where dropout drops the element,
+materialised in torch for tests (_attn_probs.py, docs/python.md).
 
 flash_attn_with_kvcache (inference: a KV cache, dense or paged, with new keys / values appended
 in place and rotary embeddings) is forward only and not differentiable, as flash_attn's.
@@ -19,7 +20,7 @@ makes it reproducible and a CPU run reproduces a GPU run's mask; the backward re
 """
 import torch
 
-from . import _kernels, _kvcache, ops
+from . import _attn_probs, _kernels, _kvcache, ops
 from ._library import FlashAttnError
 from ._params import check_options
 
@@ -74,7 +75,19 @@ def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
         out, lse = FlashAttnFunc.apply(q, k, v, alibi_slopes, *args, rng, bool(deterministic))
     else:  # inference: skip autograd's bookkeeping (part of the overhead budget)
         out, lse = ops.fwd(q, k, v, *args, alibi_slopes, rng)
-    return (out, lse, None) if return_attn_probs else out
+    if not return_attn_probs:
+        return out
+    # flash_attn returns S_dmask only with dropout (return_softmax and dropout_p > 0); a
+    # materialised matrix is test-only cost (docs/python.md), so a caller asking for the LSE
+    # alone never pays for it.
+    s_dmask = None
+    if dropout_p > 0:
+        with torch.no_grad():
+            s_dmask = _attn_probs.s_dmask(q.detach(), k.detach(), cu_seqlens_q, cu_seqlens_k,
+                                          max_seqlen_q, max_seqlen_k, float(dropout_p), scale,
+                                          bool(causal), window_left, window_right,
+                                          float(softcap), alibi_slopes, rng)
+    return out, lse, s_dmask
 
 
 def _split(packed, dim, count, name, layout):
