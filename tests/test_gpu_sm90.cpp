@@ -2,10 +2,10 @@
 // Tuning::sm90_fwd on (off by default until this suite has passed): every case must be taken by
 // cuda-sm90 (asserted through the registry) and match the fp64 reference by FlashAttention's
 // rule, outputs poisoned, fresh inputs; the LSE-less call gives the same out. Skipped without an
-// sm90 GPU or in a build without sm_90a code; the calls it does not serve yet (dropout) are the
-// sm80 family's and are asserted to fall back there. The feature cases (windows, softcap, ALiBi,
-// packed batches with empty sequences, a negative scale) came with the kernel's support for
-// them, after its first GPU runs (which passed the fixed-length causal / full grid).
+// sm90 GPU or in a build without sm_90a code; what it serves is asserted to run there, and a
+// head dim it does not (not a multiple of 8) not to. The feature cases (windows, softcap, ALiBi,
+// dropout, packed batches with empty sequences, a negative scale) came with the kernel's support
+// for them, after its first GPU runs (which passed the fixed-length causal / full grid).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -80,7 +80,7 @@ std::vector<Case> sm90_cases() {
   const std::vector<std::pair<int, int>> lens{{300, 77}, {113, 203}, {257, 513}, {129, 129}};
   int n = 0;
   for (const int d : {64, 128, 256, 96})
-    for (int feature = 0; feature < 7; ++feature) {
+    for (int feature = 0; feature < 9; ++feature) {
       Case c;
       c.dtype = (n % 2) ? FA_DTYPE_FP16 : FA_DTYPE_BF16;
       c.batch = 2;
@@ -96,6 +96,8 @@ std::vector<Case> sm90_cases() {
       if (feature == 4) { c.alibi = true; c.causal = (n % 2) == 0; }
       if (feature == 5) { c.softcap = 5.f; c.alibi = true; c.window_left = 90; c.window_right = 0; }
       if (feature == 6) c.softmax_scale = -0.11f;
+      if (feature == 7) c.dropout_p = 0.17f;
+      if (feature == 8) { c.dropout_p = 0.3f; c.causal = true; c.softcap = 20.f; }
       if (n % 2 == 1) {
         c.batch = 4;
         c.lens_q = {int32_t(c.seqlen_q), 0, 77, 1};
@@ -168,9 +170,9 @@ TEST_P(GpuSm90, ForwardMatchesReferenceAndRanSm90) {
 
 INSTANTIATE_TEST_SUITE_P(Grid, GpuSm90, ::testing::ValuesIn(sm90_cases()), CaseTestName{});
 
-// What the family does not serve yet goes to cuda-sm80, with the knob on; what it serves beyond
-// the plain call is taken by cuda-sm90.
-TEST(GpuSm90Fallback, UnservedFeaturesRunSm80) {
+// With the knob on, what the family serves beyond the plain call is taken by cuda-sm90; a head
+// dim it does not serve is not.
+TEST(GpuSm90Fallback, ServedFeaturesRunSm90) {
   std::string why;
   if (skip_without_sm90(&why)) GTEST_SKIP() << why;
   ASSERT_TRUE(why.empty()) << why;
@@ -187,9 +189,6 @@ TEST(GpuSm90Fallback, UnservedFeaturesRunSm80) {
     DeviceProblem dev(pr, FA_BACKEND_AUTO);
     return family(dev.p, t);
   };
-  Case dr = c;
-  dr.dropout_p = 0.1f;
-  EXPECT_EQ(family_of(dr), "cuda-sm80") << "dropout";
   Case hd = c;
   hd.head_dim = 60;  // not a multiple of 8
   EXPECT_NE(family_of(hd), "cuda-sm90") << "head_dim 60";
@@ -202,6 +201,9 @@ TEST(GpuSm90Fallback, UnservedFeaturesRunSm80) {
   Case a = c;
   a.alibi = true;
   EXPECT_EQ(family_of(a), "cuda-sm90") << "alibi";
+  Case dr = c;
+  dr.dropout_p = 0.1f;
+  EXPECT_EQ(family_of(dr), "cuda-sm90") << "dropout";
   Case v = c;
   v.lens_q = {30, 34};
   v.lens_k = {40, 24};

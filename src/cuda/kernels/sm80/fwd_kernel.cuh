@@ -53,7 +53,7 @@ __device__ __forceinline__ void tile_step(const Params& p, const RowKeys& rk,
   between();
   transform_mask<T, kMask>(p, rk, logit, transform, n0, s, lane);
   softmax_update<T>(s, o, st, scale_log2);
-  if constexpr (T::kDropout) apply_dropout<T>(dr, n0, s, lane);
+  if constexpr (T::kDropout) apply_dropout<T::kMTiles, T::kBlockN>(dr, n0, s, lane);
   PackedP<T> pp;
   pack_p<T>(s, pp);
   pv.run(o, pp);
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
     else
       transform_mask<T, false>(p, rk, logit, transform, nb * T::kBlockN, s, lane);
     softmax_update<T>(s, o, st, scale_log2);
-    if constexpr (T::kDropout) apply_dropout<T>(dr, nb * T::kBlockN, s, lane);
+    if constexpr (T::kDropout) apply_dropout<T::kMTiles, T::kBlockN>(dr, nb * T::kBlockN, s, lane);
     pack_p<T>(s, pp);
   };
 

@@ -16,6 +16,7 @@
 #include "cuda/arch/mma.cuh"
 #include "cuda/kernels/sm80/fwd_traits.h"
 #include "cuda/kernels/sm80/tile_ranges.h"
+#include "cuda/tile/dropout.cuh"
 #include "cuda/tile/warp_mma.cuh"
 
 namespace fa::cuda::sm80 {
@@ -327,43 +328,6 @@ __device__ __forceinline__ void softmax_update(float (&s)[T::kMTiles][T::kBlockN
         st.l[mt][r] += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
       }
     }
-}
-
-// Dropout of one tile's P (kDropout kernels), after the row sums took the undropped P: element
-// (row, key) is kept with the slice core/philox.h assigns it, so the keep-mask is the CPU
-// backend's bit for bit. Dropped elements become 0; kept ones stay unscaled, and the epilogue
-// multiplies O by 1 / (1 - p) in fp32 (scaling P first would round P / (1 - p) to 16 bits: a
-// 0.1% bias in bf16 that shows in the backward's D = rowsum(dO ∘ O)). Lane (g, t) holds rows
-// g, g + 8 of each m-tile and keys 8 nt + 2t + e (e < 2) of each n-tile: for each m-tile, 32-key
-// group and e, the eight elements of one Philox block (rows g + 8 a, n-tiles 4 jb + c), so it
-// evaluates its own blocks and exchanges nothing (the tile starts on a 32-key boundary).
-struct FwdDropout {
-  DropoutStream drop;
-  uint32_t bh;  // b * heads_q + h: the stream's matrix
-  int row_g;    // this thread's first row in the sequence (rows fit 32 bits: validation)
-};
-
-template <class T>
-__device__ __forceinline__ void apply_dropout(const FwdDropout& dr, int n0,
-                                              float (&s)[T::kMTiles][T::kBlockN / 8][4],
-                                              int lane) {
-  constexpr int kCols = int(DropoutStream::kCols);  // keys a Philox block spans
-  static_assert(T::kBlockN % kCols == 0, "key tiles of whole dropout blocks");
-  const int t = lane % 4;
-#pragma unroll
-  for (int mt = 0; mt < T::kMTiles; ++mt)
-#pragma unroll
-    for (int jb = 0; jb < T::kBlockN / kCols; ++jb)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const Philox4 w = dr.drop.block(dr.bh, uint32_t(dr.row_g + 16 * mt),
-                                        uint32_t(n0 + kCols * jb + 2 * t + e));
-#pragma unroll
-        for (int a = 0; a < 2; ++a)
-#pragma unroll
-          for (int c = 0; c < 4; ++c)
-            if (!dr.drop.keep_in(w, a, c)) s[mt][4 * jb + c][2 * a + e] = 0.f;
-      }
 }
 
 }  // namespace fa::cuda::sm80

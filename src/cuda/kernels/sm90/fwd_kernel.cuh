@@ -24,9 +24,10 @@
 // the kernel's (64, 128, 256; columns past head_dim arrive as TMA zeros and are not stored),
 // GQA / MQA, causal and sliding windows (bottom-right, core/mask.h), softcap, ALiBi, packed
 // batches (cu_seqlens; empty sequences), any scale's sign, seqlen_q != seqlen_k, LSE optional.
-// Not yet: dropout, a dynamic (longest first) tile scheduler, the TMA-store epilogue. Checked on
+// dropout (the CPU's keep-mask bit for bit; ping-pong kernels only). Not yet: a dynamic (longest
+// first) tile scheduler, the TMA-store epilogue. Checked on
 // the H200 by tests/test_gpu_sm90.cpp under every schedule, persistent and not, with memcheck,
-// racecheck and synccheck (windows, softcap, ALiBi, packed batches and negative scales: added
+// racecheck and synccheck (windows, softcap, ALiBi, dropout, packed batches, negative scales: added
 // after the last GPU run; see the test file's header).
 #pragma once
 
@@ -45,6 +46,7 @@
 #include "cuda/arch/wgmma_desc.h"
 #include "cuda/kernels/sm90/tile_plan.h"
 #include "cuda/tensor_map.h"
+#include "cuda/tile/dropout.cuh"
 #include "cuda/tile/swizzle.h"
 
 namespace fa::cuda::sm90 {
@@ -60,7 +62,8 @@ namespace fa::cuda::sm90 {
 //              barriers), so that one's softmax runs under the other's products.
 enum class Schedule : int { kSerial = 0, kOverlap = 1, kPingPong = 2 };
 
-template <int kHeadDim_, typename Tag_, Schedule kSchedule_ = Schedule::kPingPong>
+template <int kHeadDim_, typename Tag_, Schedule kSchedule_ = Schedule::kPingPong,
+          bool kDropout_ = false>
 struct FwdTraits {
   using Tag = Tag_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -73,6 +76,10 @@ struct FwdTraits {
   static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;  // keys a tile
   static constexpr int kStages = 2;
   static constexpr Schedule kSchedule = kSchedule_;
+  // Dropout kernels (instantiated under ping-pong only): the Philox keep-mask of P, whole 32-key
+  // blocks a key tile (cuda/tile/dropout.cuh).
+  static constexpr bool kDropout = kDropout_;
+  static_assert(!kDropout || kBlockN % 32 == 0, "key tiles of whole dropout blocks");
   // Registers a thread after the hand-over: 128 x 40 + 256 x 232 = 64512 of the SM's 65536.
   static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
   using QTile = SwizzledTile<kBlockM, kHeadDim>;
@@ -237,6 +244,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     const int64_t wg_row0 = m0 + T::kWgRows * c;
     const int64_t r0 = wg_row0 + 16 * warp + g;
     const Logit<float> logit{p.softcap, p.alibi_slope(b, h), vis.offset};
+    FwdDropout dr{};
+    if constexpr (T::kDropout)
+      dr = FwdDropout{DropoutStream::make(p.seed, p.offset, p.dropout_p),
+                      uint32_t(b * p.heads_q + h), int(r0)};
     float o[kD / 2];
 #pragma unroll
     for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
@@ -347,6 +358,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           }
         l[r] += sum;
       }
+      // Dropout after the row sums took the undropped P; kept values stay unscaled (the
+      // epilogue's 1 / (1 - p)). This warp's 16 rows of S have the mma C-fragment layout.
+      if constexpr (T::kDropout)
+        apply_dropout<1, kN>(dr, int(n0), *reinterpret_cast<float(*)[1][kN / 8][4]>(&sc), lane);
       return rescale_o;
     };
     auto rescale = [&](const float (&alpha)[2]) {
@@ -428,7 +443,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
       const int64_t row = r0 + 8 * r;
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      float inv = sum > 0.f ? 1.f / sum : 0.f;
+      if constexpr (T::kDropout) inv *= dr.drop.keep_scale;  // kept P's 1 / (1 - p)
       if (row < sq.len_q) {
         uint16_t* out = p.out.at<uint16_t>(b, sq.q_start + row, h);
 #pragma unroll

@@ -70,8 +70,21 @@ void run_schedule(const Params& p, const Context& ctx, cudaStream_t s) {
   }
 }
 
+// Dropout runs the ping-pong kernels whatever the schedule knob says (the ablation's other
+// schedules are not instantiated with it).
+template <typename Tag>
+void run_dropout(const Params& p, const Context& ctx, cudaStream_t s) {
+  constexpr auto kPing = sm90::Schedule::kPingPong;
+  switch (sm90_kernel_head_dim(p.head_dim)) {
+    case 64: return launch<sm90::FwdTraits<64, Tag, kPing, true>>(p, ctx, s);
+    case 128: return launch<sm90::FwdTraits<128, Tag, kPing, true>>(p, ctx, s);
+    default: return launch<sm90::FwdTraits<256, Tag, kPing, true>>(p, ctx, s);
+  }
+}
+
 template <typename Tag>
 void run(const Params& p, const Context& ctx, cudaStream_t s) {
+  if (p.dropout_p > 0.f) return run_dropout<Tag>(p, ctx, s);
   switch (ctx.tuning.sm90_fwd_schedule) {
     case 0: return run_schedule<Tag, sm90::Schedule::kSerial>(p, ctx, s);
     case 1: return run_schedule<Tag, sm90::Schedule::kOverlap>(p, ctx, s);
@@ -86,7 +99,6 @@ std::string sm90_fwd_refusal(const Params& p, const Context& ctx) {
   if (ctx.device.major != 9) return "needs an sm90 device";  // (the registry row checks both first)
   if (!built_for_sm90a()) return "this build has no sm_90a code (FA_ARCHS)";
   if (p.dtype != DType::BF16 && p.dtype != DType::F16) return "fp16 / bf16 only";
-  if (p.dropout_p > 0.f) return "dropout not yet";
   if (p.q_shift != 0) return "q_shift not yet";
   if (p.head_dim % 8 != 0 || sm90_kernel_head_dim(p.head_dim) == 0) return "head_dim";
   if (p.seqlen_q > (int64_t(1) << 30) || p.seqlen_k > (int64_t(1) << 30)) return "seqlen > 2^30";
