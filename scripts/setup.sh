@@ -68,4 +68,18 @@ if [ "${FA_NO_PYTHON:-0}" != 1 ] && ! "$pkg_venv/bin/python" -c 'import scikit_b
     echo "setup: could not install scikit-build-core; tests/packaging will report skipped"
   fi
 fi
+# The transformers integration's tests (python/tests/test_hf_*.py): transformers from PyPI in a
+# venv over Debian's python3, whose torch and pytest stay visible; the tests add its
+# site-packages when the interpreter running them is that python3. 4.49 is the last release that
+# runs on Debian's torch 1.13 (later ones disable torch < 2.1); it has no SDPA there, so the tests
+# compare with its eager attention. Not fatal: without it those tests report skipped.
+hf_venv="$(cd "$(dirname "$0")/.." && pwd)/.deps/hf-venv"
+if [ "${FA_NO_PYTHON:-0}" != 1 ] && /usr/bin/python3 -c 'import torch' 2>/dev/null &&
+   ! "$hf_venv/bin/python" -c 'import transformers' 2>/dev/null; then
+  echo "setup: creating $hf_venv (transformers from PyPI)"
+  if ! { /usr/bin/python3 -m venv --system-site-packages "$hf_venv" &&
+         "$hf_venv/bin/pip" install -q --disable-pip-version-check 'transformers==4.49.0'; }; then
+    echo "setup: could not install transformers; the transformers tests will report skipped"
+  fi
+fi
 echo "setup: ok"

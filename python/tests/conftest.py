@@ -47,3 +47,28 @@ def gen():
     g = torch.Generator()
     g.manual_seed(1234)
     return g
+
+
+def import_transformers():
+    """transformers, or None. Where the interpreter has none, scripts/setup.sh's venv over
+    Debian's python3 (.deps/hf-venv, transformers from PyPI beside Debian's torch) is added to
+    the path when this interpreter is the one the venv was made from."""
+    try:
+        import transformers
+        return transformers
+    except ImportError:
+        pass
+    repo = os.path.dirname(os.path.dirname(HERE))
+    venv = os.path.join(repo, ".deps", "hf-venv")
+    site = os.path.join(venv, "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}",
+                        "site-packages")
+    base = os.path.realpath(os.path.join(venv, "bin", "python3"))
+    if not os.path.isdir(site) or base != os.path.realpath(sys.executable):
+        return None
+    sys.path.append(site)  # after the interpreter's own packages: Debian's torch stays first
+    try:
+        import transformers
+        return transformers
+    except ImportError:
+        sys.path.remove(site)
+        return None
