@@ -128,3 +128,10 @@ def s_dmask(q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropou
     margin = probs[:, :, :sq, :sk]
     margin.copy_(torch.where(keep, margin, -margin))
     return probs.to(q.dtype)
+
+
+try:  # test-only and data-dependent (.tolist(), per-sequence loops): never traced by dynamo
+    from torch._dynamo import disable as _dynamo_disable
+    s_dmask = _dynamo_disable(s_dmask)
+except ImportError:  # torch 1.13: no dynamo
+    pass
