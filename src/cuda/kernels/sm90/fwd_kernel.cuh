@@ -231,212 +231,174 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   int kv0 = 0;    // the ring's position at this tile's first key tile (as the producer's kv)
   int round = 0;  // work tiles whose Q was loaded (as the producer's round)
-  for (int tile = int(blockIdx.x); tile < num_tiles; tile += int(gridDim.x)) {
+  // The current work tile (set by `enter`).
+  int64_t m0 = 0, h = 0, b = 0, wg_row0 = 0, r0 = 0;
+  SeqInfo sq{};
+  Visibility vis{0, -1, -1};
+  KeyTiles kt{0, 0};
+  int n_tiles = 0;
+  Logit<float> logit{0.f, 0.f, 0};
+  FwdDropout dr{};
+  // The next tile this block takes from `tile` on that lies inside its sequence (the producer
+  // skips the same ones), or num_tiles.
+  auto next_tile = [&](int tile) {
+    for (; tile < num_tiles; tile += int(gridDim.x)) {
+      const TileCoord tc = tile_coord(tile, m_blocks, heads, reverse);
+      if (int64_t(tc.m_block) * kM < p.seq(tc.batch).len_q) break;
+    }
+    return tile;
+  };
+  auto enter = [&](int tile) {
     const TileCoord tc = tile_coord(tile, m_blocks, heads, reverse);
-    const SeqInfo sq = p.seq(tc.batch);
-    const int64_t m0 = int64_t(tc.m_block) * kM, h = tc.head, b = tc.batch;
-    if (m0 >= sq.len_q) continue;
-    const int64_t len_k = sq.len_k;
-    const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
+    sq = p.seq(tc.batch);
+    m0 = int64_t(tc.m_block) * kM, h = tc.head, b = tc.batch;
+    vis = Visibility{sq.len_k - sq.len_q, p.window_left, p.window_right};
     const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
-    const KeyTiles kt = key_tiles(vis, m0, rows, len_k, kN);  // as the producer's
-    const int n_tiles = kt.end - kt.begin;
-    const int64_t wg_row0 = m0 + T::kWgRows * c;
-    const int64_t r0 = wg_row0 + 16 * warp + g;
-    const Logit<float> logit{p.softcap, p.alibi_slope(b, h), vis.offset};
-    FwdDropout dr{};
+    kt = key_tiles(vis, m0, rows, sq.len_k, kN);  // as the producer's
+    n_tiles = kt.end - kt.begin;
+    wg_row0 = m0 + T::kWgRows * c;
+    r0 = wg_row0 + 16 * warp + g;
+    logit = Logit<float>{p.softcap, p.alibi_slope(b, h), vis.offset};
     if constexpr (T::kDropout)
       dr = FwdDropout{DropoutStream::make(p.seed, p.offset, p.dropout_p),
                       uint32_t(b * p.heads_q + h), int(r0)};
-    float o[kD / 2];
+  };
+  float o[kD / 2];
+  // Running max (in the units of x: raw scores, logits or prescaled scores) and row sums.
+  float mx[2], l[2];
+  auto reset = [&] {
 #pragma unroll
     for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
-    // Running max (in the units of x: raw scores, logits or prescaled scores) and row sums.
-    float mx[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    mbar_wait(q_full, uint32_t(round & 1));
-    ++round;
+    mx[0] = mx[1] = -INFINITY;
+    l[0] = l[1] = 0.f;
+  };
 
-    // The step's parts, for the tile's it-th key tile (key tile kt.begin + it). It sits in ring
-    // stage (kv0 + it) % kStages, its barriers' parity ((kv0 + it) / kStages) & 1.
-    auto stage = [&](int it) { return (kv0 + it) % kStages; };
-    auto parity = [&](int it) { return uint32_t(((kv0 + it) / kStages) & 1); };
-    // S = Q·K(it)ᵀ issued (not waited for).
-    auto issue_qk = [&](int it, float (&sc)[kN / 2]) {
-      mbar_wait(k_full(stage(it)), parity(it));
-      wgmma_fence();
+  // The step's parts, for the tile's it-th key tile (key tile kt.begin + it). It sits in ring
+  // stage (kv0 + it) % kStages, its barriers' parity ((kv0 + it) / kStages) & 1.
+  auto stage = [&](int it) { return (kv0 + it) % kStages; };
+  auto parity = [&](int it) { return uint32_t(((kv0 + it) / kStages) & 1); };
+  // S = Q·K(it)ᵀ issued (not waited for); it may run past this tile's key tiles into the next
+  // work tile's first (the ring's position runs on, and Q is the next tile's by then).
+  auto issue_qk = [&](int it, float (&sc)[kN / 2]) {
+    mbar_wait(k_full(stage(it)), parity(it));
+    wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks)
-        wgmma_ss<Tag, kN>(sc, kmajor_sw128_desc(sQc, kM, 16 * ks),
-                          kmajor_sw128_desc(sK(stage(it)), kN, 16 * ks), ks > 0);
-      wgmma_commit();
-      wgmma_acc_fence(sc);
-    };
-    // O += P·V(it) issued (not waited for); pf must stay untouched until the wait (wgmma_keep).
-    auto issue_pv = [&](int it, const uint32_t (&pf)[kN / 16][4]) {
-      mbar_wait(v_full(stage(it)), parity(it));
-      wgmma_fence();
+    for (int ks = 0; ks < kD / 16; ++ks)
+      wgmma_ss<Tag, kN>(sc, kmajor_sw128_desc(sQc, kM, 16 * ks),
+                        kmajor_sw128_desc(sK(stage(it)), kN, 16 * ks), ks > 0);
+    wgmma_commit();
+    wgmma_acc_fence(sc);
+  };
+  // O += P·V(it) issued (not waited for); pf must stay untouched until the wait (wgmma_keep).
+  auto issue_pv = [&](int it, const uint32_t (&pf)[kN / 16][4]) {
+    mbar_wait(v_full(stage(it)), parity(it));
+    wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kN / 16; ++kk)
-        wgmma_rs<Tag, kD, 1>(o, pf[kk], mnmajor_sw128_desc(sV(stage(it)), kN, 16 * kk), true);
-      wgmma_commit();
-      wgmma_acc_fence(o);
-    };
-    // K or V of tile it back to the producer, once this warp's wgmmas reading it are done; with
-    // the tile's last K, its Q too (the producer loads the next tile's Q under this one's tail).
-    auto arrive = [&](uint32_t bar) {
-      __syncwarp();
-      if (lane == 0) mbar_arrive(bar);
-    };
-    auto release_k = [&](int it) {
-      arrive(k_empty(stage(it)));
-      if (it == n_tiles - 1) arrive(q_empty);
-    };
-    auto release_v = [&](int it) { arrive(v_empty(stage(it))); };
-    // Tile it's scores to P: the logits (softcap / ALiBi) or the prescale, the mask as -inf (keys
-    // past len_k; pairs the visibility rule hides) where the tile needs it, then the online
-    // softmax with lazy rescaling on this thread's two rows (as the sm80 family's, fwd_tile.h):
-    // the reference max moves, and O and l are rescaled, only when a row's tile max exceeds it
-    // by more than 2^8 in P (a warp-uniform vote), so most tiles skip O's d-wide rescale. Returns
-    // whether O needs the rescale by alpha (after the P·V in flight).
-    auto softmax = [&](int it, float (&sc)[kN / 2], float (&alpha)[2]) -> bool {
-      const int64_t n0 = int64_t(kt.begin + it) * kN;
-      if (transform) {
+    for (int kk = 0; kk < kN / 16; ++kk)
+      wgmma_rs<Tag, kD, 1>(o, pf[kk], mnmajor_sw128_desc(sV(stage(it)), kN, 16 * kk), true);
+    wgmma_commit();
+    wgmma_acc_fence(o);
+  };
+  // K or V of tile it back to the producer, once this warp's wgmmas reading it are done; with
+  // the tile's last K, its Q too (the producer loads the next tile's Q under this one's tail).
+  auto arrive = [&](uint32_t bar) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+  };
+  auto release_k = [&](int it) {
+    arrive(k_empty(stage(it)));
+    if (it == n_tiles - 1) arrive(q_empty);
+  };
+  auto release_v = [&](int it) { arrive(v_empty(stage(it))); };
+  // Tile it's scores to P: the logits (softcap / ALiBi) or the prescale, the mask as -inf (keys
+  // past len_k; pairs the visibility rule hides) where the tile needs it, then the online
+  // softmax with lazy rescaling on this thread's two rows (as the sm80 family's, fwd_tile.h):
+  // the reference max moves, and O and l are rescaled, only when a row's tile max exceeds it
+  // by more than 2^8 in P (a warp-uniform vote), so most tiles skip O's d-wide rescale. Returns
+  // whether O needs the rescale by alpha (after the P·V in flight).
+  auto softmax = [&](int it, float (&sc)[kN / 2], float (&alpha)[2]) -> bool {
+    const int64_t n0 = int64_t(kt.begin + it) * kN, len_k = sq.len_k;
+    if (transform) {
 #pragma unroll
-        for (int j = 0; j < kN / 8; ++j)
+      for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int64_t key = n0 + 8 * j + 2 * t + (e & 1), row = r0 + 8 * (e / 2);
-            sc[4 * j + e] = logit(sc[4 * j + e] * p.softmax_scale, row, key);
-          }
-      } else if (prescale) {
-#pragma unroll
-        for (int i = 0; i < kN / 2; ++i) sc[i] *= p.softmax_scale * kLog2e;
-      }
-      if (key_tile_needs_mask(vis, wg_row0, T::kWgRows, n0, len_k, kN)) {
-#pragma unroll
-        for (int j = 0; j < kN / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int64_t key = n0 + 8 * j + 2 * t + (e & 1), row = r0 + 8 * (e / 2);
-            if (key >= len_k || !vis.visible(row, key)) sc[4 * j + e] = -INFINITY;
-          }
-      }
-      float tile_max[2];
-      bool need = false;
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float m = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < kN / 8; ++j)
-          m = fmaxf(m, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        tile_max[r] = m;
-        // The first visible key (mx = -inf) or a max that grew too much; -inf - -inf: false.
-        need |= (m - mx[r]) * c_log2 > kLazyRescaleLog2;
-      }
-      const bool rescale_o = __any_sync(0xffffffffu, need);
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        alpha[r] = 1.f;
-        if (rescale_o) {
-          const float m_new = fmaxf(mx[r], tile_max[r]);
-          // Nothing visible yet: O and l are still 0. Else the difference first, then the scale.
-          if (m_new != -INFINITY) alpha[r] = exp2_fast((mx[r] - m_new) * c_log2);
-          mx[r] = m_new;
-          l[r] *= alpha[r];
+        for (int e = 0; e < 4; ++e) {
+          const int64_t key = n0 + 8 * j + 2 * t + (e & 1), row = r0 + 8 * (e / 2);
+          sc[4 * j + e] = logit(sc[4 * j + e] * p.softmax_scale, row, key);
         }
-        const float m_scaled = (mx[r] == -INFINITY ? 0.f : mx[r]) * c_log2;  // exp -> 0, not NaN
-        float sum = 0.f;
+    } else if (prescale) {
 #pragma unroll
-        for (int j = 0; j < kN / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float pr = exp2_fast(fmaf(sc[4 * j + 2 * r + e], c_log2, -m_scaled));
-            sc[4 * j + 2 * r + e] = pr;
-            sum += pr;
-          }
-        l[r] += sum;
-      }
-      // Dropout after the row sums took the undropped P; kept values stay unscaled (the
-      // epilogue's 1 / (1 - p)). This warp's 16 rows of S have the mma C-fragment layout.
-      if constexpr (T::kDropout)
-        apply_dropout<1, kN>(dr, int(n0), *reinterpret_cast<float(*)[1][kN / 8][4]>(&sc), lane);
-      return rescale_o;
-    };
-    auto rescale = [&](const float (&alpha)[2]) {
-#pragma unroll
-      for (int j = 0; j < kD / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
-    };
-    // P as the A operand of P·V: the C fragments of n-tiles 2 kk, 2 kk + 1 are the A fragment of
-    // k-step kk (mma.cuh).
-    auto pack = [&](float (&sc)[kN / 2], uint32_t (&pf)[kN / 16][4]) {
-#pragma unroll
-      for (int kk = 0; kk < kN / 16; ++kk)
-        pack_a<Tag>(frag4(sc, 2 * kk), frag4(sc, 2 * kk + 1), pf[kk]);
-    };
-
-    float sc[kN / 2], alpha[2];
-    uint32_t pf[kN / 16][4];
-    if (n_tiles == 0) {
-      arrive(q_empty);  // rows that see no key: Q was loaded and is not read
-    } else if constexpr (T::kSchedule == Schedule::kSerial) {
-      // One tile at a time: Q·Kᵀ, softmax, P·V, each waited for.
-      for (int it = 0; it < n_tiles; ++it) {
-        issue_qk(it, sc);
-        wgmma_wait<0>();
-        wgmma_acc_fence(sc);
-        release_k(it);
-        if (softmax(it, sc, alpha)) rescale(alpha);
-        pack(sc, pf);
-        issue_pv(it, pf);
-        wgmma_wait<0>();
-        wgmma_acc_fence(o);
-        wgmma_keep(pf);
-        release_v(it);
-      }
-    } else {
-      // Intra-warpgroup overlap: the softmax of tile it runs while the tensor cores do P·V of
-      // tile it - 1. Issue Q·K(it)ᵀ, then P·V(it - 1); wait for the first (groups retire in
-      // order), run its softmax; then wait for the second, rescale O and pack the new P.
-      turn_begin();
-      issue_qk(0, sc);
-      turn_end();
-      wgmma_wait<0>();
-      wgmma_acc_fence(sc);
-      release_k(0);
-      softmax(0, sc, alpha);  // O is zero: its rescale is moot
-      pack(sc, pf);
-      for (int it = 1; it < n_tiles; ++it) {
-        turn_begin();
-        issue_qk(it, sc);
-        issue_pv(it - 1, pf);
-        turn_end();
-        wgmma_wait<1>();  // Q·K(it)ᵀ done
-        wgmma_acc_fence(sc);
-        release_k(it);
-        const bool rescale_o = softmax(it, sc, alpha);
-        wgmma_wait<0>();  // P·V(it - 1) done
-        wgmma_acc_fence(o);
-        wgmma_keep(pf);
-        release_v(it - 1);
-        if (rescale_o) rescale(alpha);
-        pack(sc, pf);
-      }
-      turn_begin();
-      issue_pv(n_tiles - 1, pf);
-      turn_end();
-      wgmma_wait<0>();
-      wgmma_acc_fence(o);
-      wgmma_keep(pf);
-      release_v(n_tiles - 1);
+      for (int i = 0; i < kN / 2; ++i) sc[i] *= p.softmax_scale * kLog2e;
     }
-
-    // Epilogue: the row sums over the quad, O / l, LSE; stores straight from the registers (two
-    // 16-bit values a store; rows past the sequence's len_q and columns past head_dim are not
-    // written).
+    if (key_tile_needs_mask(vis, wg_row0, T::kWgRows, n0, len_k, kN)) {
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int64_t key = n0 + 8 * j + 2 * t + (e & 1), row = r0 + 8 * (e / 2);
+          if (key >= len_k || !vis.visible(row, key)) sc[4 * j + e] = -INFINITY;
+        }
+    }
+    float tile_max[2];
+    bool need = false;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float m = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j)
+        m = fmaxf(m, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+      tile_max[r] = m;
+      // The first visible key (mx = -inf) or a max that grew too much; -inf - -inf: false.
+      need |= (m - mx[r]) * c_log2 > kLazyRescaleLog2;
+    }
+    const bool rescale_o = __any_sync(0xffffffffu, need);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      alpha[r] = 1.f;
+      if (rescale_o) {
+        const float m_new = fmaxf(mx[r], tile_max[r]);
+        // Nothing visible yet: O and l are still 0. Else the difference first, then the scale.
+        if (m_new != -INFINITY) alpha[r] = exp2_fast((mx[r] - m_new) * c_log2);
+        mx[r] = m_new;
+        l[r] *= alpha[r];
+      }
+      const float m_scaled = (mx[r] == -INFINITY ? 0.f : mx[r]) * c_log2;  // exp -> 0, not NaN
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float pr = exp2_fast(fmaf(sc[4 * j + 2 * r + e], c_log2, -m_scaled));
+          sc[4 * j + 2 * r + e] = pr;
+          sum += pr;
+        }
+      l[r] += sum;
+    }
+    // Dropout after the row sums took the undropped P; kept values stay unscaled (the
+    // epilogue's 1 / (1 - p)). This warp's 16 rows of S have the mma C-fragment layout.
+    if constexpr (T::kDropout)
+      apply_dropout<1, kN>(dr, int(n0), *reinterpret_cast<float(*)[1][kN / 8][4]>(&sc), lane);
+    return rescale_o;
+  };
+  auto rescale = [&](const float (&alpha)[2]) {
+#pragma unroll
+    for (int j = 0; j < kD / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
+  };
+  // P as the A operand of P·V: the C fragments of n-tiles 2 kk, 2 kk + 1 are the A fragment of
+  // k-step kk (mma.cuh).
+  auto pack = [&](float (&sc)[kN / 2], uint32_t (&pf)[kN / 16][4]) {
+#pragma unroll
+    for (int kk = 0; kk < kN / 16; ++kk)
+      pack_a<Tag>(frag4(sc, 2 * kk), frag4(sc, 2 * kk + 1), pf[kk]);
+  };
+  // Epilogue: the row sums over the quad, O / l, LSE; stores straight from the registers (two
+  // 16-bit values a store; rows past the sequence's len_q and columns past head_dim are not
+  // written).
+  auto epilogue = [&] {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float sum = l[r];
@@ -459,7 +421,116 @@ __global__ void __launch_bounds__(T::kThreads, 1)
               sum > 0.f ? (mx[r] * c_log2 + log2f(sum)) * kLn2 : -INFINITY;
       }
     }
-    kv0 += n_tiles;
+  };
+
+  float sc[kN / 2], alpha[2];
+  uint32_t pf[kN / 16][4];
+  if constexpr (T::kSchedule == Schedule::kSerial) {
+    // One key tile at a time: Q·Kᵀ, softmax, P·V, each waited for; one work tile at a time.
+    for (int tile = next_tile(int(blockIdx.x)); tile < num_tiles;
+         tile = next_tile(tile + int(gridDim.x))) {
+      enter(tile);
+      reset();
+      mbar_wait(q_full, uint32_t(round & 1));
+      ++round;
+      if (n_tiles == 0) arrive(q_empty);  // rows that see no key: Q was loaded and is not read
+      for (int it = 0; it < n_tiles; ++it) {
+        issue_qk(it, sc);
+        wgmma_wait<0>();
+        wgmma_acc_fence(sc);
+        release_k(it);
+        if (softmax(it, sc, alpha)) rescale(alpha);
+        pack(sc, pf);
+        issue_pv(it, pf);
+        wgmma_wait<0>();
+        wgmma_acc_fence(o);
+        wgmma_keep(pf);
+        release_v(it);
+      }
+      epilogue();
+      kv0 += n_tiles;
+    }
+  } else {
+    // Intra-warpgroup overlap: the softmax of key tile it runs while the tensor cores do P·V of
+    // tile it - 1. Issue Q·K(it)ᵀ, then P·V(it - 1); wait for the first (groups retire in
+    // order), run its softmax; then wait for the second, rescale O and pack the new P. Across
+    // work tiles the same: the tile's last P·V is issued together with the next tile's first
+    // Q·Kᵀ (in that order), and the epilogue runs once the P·V is done, under the Q·Kᵀ.
+    // `first_issued`: the current tile's first Q·Kᵀ went out with the previous tile's last P·V.
+    bool first_issued = false;
+    for (int tile = next_tile(int(blockIdx.x)); tile < num_tiles;) {
+      enter(tile);
+      reset();
+      if (!first_issued) {
+        mbar_wait(q_full, uint32_t(round & 1));
+        if (n_tiles > 0) {
+          turn_begin();
+          issue_qk(0, sc);
+          turn_end();
+        }
+      }
+      ++round;
+      if (n_tiles == 0) {
+        arrive(q_empty);  // rows that see no key: Q was loaded and is not read
+      } else {
+        wgmma_wait<0>();
+        wgmma_acc_fence(sc);
+        release_k(0);
+        softmax(0, sc, alpha);  // O is zero: its rescale is moot
+        pack(sc, pf);
+        for (int it = 1; it < n_tiles; ++it) {
+          turn_begin();
+          issue_qk(it, sc);
+          issue_pv(it - 1, pf);
+          turn_end();
+          wgmma_wait<1>();  // Q·K(it)ᵀ done
+          wgmma_acc_fence(sc);
+          release_k(it);
+          const bool rescale_o = softmax(it, sc, alpha);
+          wgmma_wait<0>();  // P·V(it - 1) done
+          wgmma_acc_fence(o);
+          wgmma_keep(pf);
+          release_v(it - 1);
+          if (rescale_o) rescale(alpha);
+          pack(sc, pf);
+        }
+      }
+      // The tile's last P·V, and with it the next tile's first Q·Kᵀ where that tile has key
+      // tiles (its Q is waited for first: the producer loaded it once this tile's last Q·Kᵀ
+      // was done).
+      const int next = next_tile(tile + int(gridDim.x));
+      first_issued = false;
+      if (n_tiles > 0) {
+        int next_keys = 0;
+        if (next < num_tiles) {
+          const TileCoord tc = tile_coord(next, m_blocks, heads, reverse);
+          const SeqInfo nsq = p.seq(tc.batch);
+          const Visibility nvis{nsq.len_k - nsq.len_q, p.window_left, p.window_right};
+          const int64_t nm0 = int64_t(tc.m_block) * kM;
+          const int64_t nrows = nsq.len_q - nm0 < kM ? nsq.len_q - nm0 : kM;
+          const KeyTiles nkt = key_tiles(nvis, nm0, nrows, nsq.len_k, kN);
+          next_keys = nkt.end - nkt.begin;
+        }
+        turn_begin();
+        issue_pv(n_tiles - 1, pf);
+        if (next_keys > 0) {
+          mbar_wait(q_full, uint32_t(round & 1));
+          issue_qk(n_tiles, sc);  // ring position kv0 + n_tiles: the next tile's first
+          first_issued = true;
+        }
+        turn_end();
+        if (first_issued)
+          wgmma_wait<1>();  // the P·V done; the next tile's Q·Kᵀ may still run
+        else
+          wgmma_wait<0>();
+        wgmma_acc_fence(o);
+        wgmma_keep(pf);
+        release_v(n_tiles - 1);
+      }
+      epilogue();
+      kv0 += n_tiles;
+      tile = next;
+    }
   }
   // Warpgroup 1's last hand-over.
   if constexpr (kPing)
