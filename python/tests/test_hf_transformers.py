@@ -193,6 +193,49 @@ def test_padding_free_row_equals_sequences_run_alone(model, calls):
     check(model, got, alone(ref, torch.float32), alone(ref, torch.float64))
 
 
+def greedy(model, ids, mask, steps):
+    """Greedy decoding with a KV cache, one token a step (a loop rather than generate(), whose
+    imports fail on Debian's torch 1.13): every step after the prompt is a seqlen_q = 1 call
+    against the cached keys. Gemma-2 uses its hybrid cache (static slots, a window)."""
+    if isinstance(model, transformers.Gemma2ForCausalLM):
+        cache = transformers.HybridCache(model.config, max_batch_size=ids.shape[0],
+                                         max_cache_len=ids.shape[1] + steps,
+                                         dtype=torch.float32)
+    else:
+        cache = transformers.DynamicCache()
+    position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache_position = torch.arange(ids.shape[1])
+    step_ids, out = ids, []
+    for _ in range(steps):
+        logits = model(input_ids=step_ids, attention_mask=mask, position_ids=position_ids,
+                       past_key_values=cache, use_cache=True,
+                       cache_position=cache_position).logits
+        step_ids = logits[:, -1].argmax(-1, keepdim=True)
+        out.append(step_ids)
+        mask = torch.cat([mask, torch.ones_like(step_ids)], dim=1)
+        position_ids = position_ids[:, -1:] + 1
+        cache_position = cache_position[-1:] + 1
+    return torch.cat(out, dim=1)
+
+
+@pytest.mark.parametrize("model", ["llama", "gemma2"])
+def test_greedy_decoding_with_a_kv_cache_left_padded(model, calls):
+    if model == "gemma2" and not hasattr(torch, "_dynamo"):
+        pytest.skip("transformers' Gemma-2 hybrid cache needs torch._dynamo (torch >= 2.0), and "
+                    "its eager attention fails with a dynamic cache")
+    build, ref = MODELS[model]
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, VOCAB, (2, 13), generator=g)
+    mask = torch.ones_like(ids)
+    mask[1, :4] = 0
+    tokens = {}
+    for impl in (IMPL, ref):
+        with torch.no_grad():
+            tokens[impl] = greedy(build(impl, torch.float32).eval(), ids, mask, 12)
+    assert len(calls) == 2 * 12 and all(c[0] == "varlen" for c in calls)
+    assert torch.equal(tokens[IMPL], tokens[ref]), (tokens[IMPL], tokens[ref])
+
+
 def test_padding_free_from_cu_seq_lens_keywords():
     # FlashAttentionKwargs: boundaries handed over directly (batch 1, packed).
     q = torch.randn(1, 4, 20, 16)
@@ -207,6 +250,26 @@ def test_padding_free_from_cu_seq_lens_keywords():
     pid = torch.cat([torch.arange(7), torch.arange(13)])[None]
     by_positions, _ = fa_hf.attention_forward(Attn(), q, k, v, None, position_ids=pid)
     torch.testing.assert_close(out, by_positions, rtol=0, atol=0)
+
+
+def test_static_cache_slots_past_the_tokens_are_dropped():
+    # A static cache: 10 slots, 6 in use (row 1 left-padded by 2), one new query at slot 5; the
+    # 4D mask masks the unused slots in every row. Expected: each row's attention over its keys.
+    class Attn(torch.nn.Module):
+        is_causal = True
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 4, 1, 16, generator=g)
+    k, v = torch.randn(2, 2, 10, 16, generator=g), torch.randn(2, 2, 10, 16, generator=g)
+    j = torch.arange(10)
+    allowed = torch.stack([(j < 6), (j < 6) & (j >= 2)])[:, None, None, :]
+    additive = torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)
+    for mask in (allowed, additive):
+        out, _ = fa_hf.attention_forward(Attn(), q, k, v, mask)
+        for r, start in enumerate((0, 2)):
+            ref = fa_hf.flash_attn_func(q[r:r + 1].transpose(1, 2),
+                                        k[r:r + 1, :, start:6].transpose(1, 2),
+                                        v[r:r + 1, :, start:6].transpose(1, 2), causal=True)
+            torch.testing.assert_close(out[r:r + 1], ref, rtol=0, atol=1e-6)
 
 
 def test_masks_it_cannot_honour_are_refused():

@@ -24,6 +24,9 @@ What the model hands over and what flashattn runs:
     causal / window structure plus key padding and checked: a call would never attend to an
     element that the mask forbids, and raises ValueError (naming what differs) for a mask that is
     not of that form (e.g. an additive bias);
+  * with a KV cache (seqlen_q < seqlen_k) the queries are the last seqlen_q keys in use, as in
+    transformers' flash-attention path; a static cache's unused slots (masked in every row) are
+    dropped first;
   * padding-free batches (sequences packed into a row, as DataCollatorWithFlattening makes them):
     from cu_seq_lens_q / cu_seq_lens_k / max_length_q / max_length_k keywords when given, else,
     when no token is padded, from position_ids that restart inside a row (each restart begins a
@@ -68,7 +71,14 @@ def _allowed_from_4d(mask, seqlen_k):
     if mask.dim() != 4:
         raise ValueError(f"attention_mask.dim()={mask.dim()} must be 2 (batch, seqlen_k) or 4 "
                          "(batch, 1 or heads, seqlen_q, seqlen_k)")
-    mask = mask[..., :seqlen_k]  # a static cache's mask may run past the keys in use
+    if mask.shape[-1] >= seqlen_k:
+        mask = mask[..., :seqlen_k]  # a static cache's mask may run past the keys in use
+    else:  # a mask cut to its last columns (Gemma-2's sliding layers): earlier keys are outside
+        pad = mask.new_zeros(mask.shape[:-1] + (seqlen_k - mask.shape[-1],)) \
+            if mask.dtype == torch.bool else \
+            mask.new_full(mask.shape[:-1] + (seqlen_k - mask.shape[-1],),
+                          torch.finfo(mask.dtype).min)
+        mask = torch.cat([pad, mask], dim=-1)
     if mask.dtype == torch.bool:
         allowed = mask
     else:
@@ -156,6 +166,17 @@ def attention_forward(module, query, key, value, attention_mask, scaling=None, d
         else:
             allowed = _allowed_from_4d(attention_mask, seqlen_k).expand(batch, seqlen_q, seqlen_k)
             key_valid = allowed.any(dim=1)
+    if key_valid is not None and seqlen_q < seqlen_k:
+        # A static cache's slots past the current tokens are masked in every row: drop them, so
+        # that the queries are the last seqlen_q keys (bottom-right alignment) as with a
+        # dynamic cache.
+        used = key_valid.any(dim=0).nonzero()
+        end = max(int(used[-1].item()) + 1, seqlen_q) if used.numel() else seqlen_k
+        if end < seqlen_k:
+            k, v, key_valid = k[:, :end], v[:, :end], key_valid[:, :end]
+            if allowed is not None:
+                allowed = allowed[:, :, :end]
+            seqlen_k = end
     if key_valid is not None and bool(key_valid.all()):
         key_valid = None
     # Sequences packed by position_ids only where nothing is padded (transformers' rule too).
