@@ -9,12 +9,29 @@
 #include <omp.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
+#include "api/validate.h"
+#include "cpu/backend.h"
 #include "support.h"
 
 namespace fa::test {
 namespace {
+
+// The flash kernels of one instruction set on the problem, forward then backward: the internal
+// entry points (the public ones run cpu::best_isa()), with the outputs poisoned first.
+void run_flash_isa(Problem& pr, cpu::Isa isa) {
+  pr.poison_outputs();
+  const fa_params fwd = pr.params(FA_BACKEND_FLASH, false);
+  const Params pf = validate_forward(&fwd);
+  std::vector<unsigned char> ws(cpu::forward_workspace(pf, cpu::Impl::Flash));
+  cpu::forward(pf, cpu::Impl::Flash, ws.data(), ws.size(), isa);
+  const fa_params bwd = pr.params(FA_BACKEND_FLASH, true);
+  const Params pb = validate_backward(&bwd);
+  ws.assign(cpu::backward_workspace(pb, cpu::Impl::Flash), 0);
+  cpu::backward(pb, cpu::Impl::Flash, ws.data(), ws.size(), isa);
+}
 
 enum class Feature { None, Causal, Window, Softcap, Alibi };
 
@@ -73,18 +90,41 @@ std::vector<Case> grid() {
 
 class FlashCpu : public ::testing::TestWithParam<Case> {};
 
+// Through the public API (the machine's best instruction set), then with every other instruction
+// set this build has and this CPU runs (cpu::available_isas), each against the same oracle.
 TEST_P(FlashCpu, ForwardAndBackwardMatchReference) {
   Problem pr(GetParam());
-  run_forward(pr, FA_BACKEND_FLASH);
-  run_backward(pr, FA_BACKEND_FLASH);
-  const Dense got = outputs(pr, true);
   const Dense ref = reference(pr, false, true);
   const Dense naive = reference(pr, true, true);
-  expect_rule("out", got.out, ref.out, naive.out, 2, 1e-5);
-  expect_rule("lse", got.lse, ref.lse, naive.lse, 2, 1e-5);
-  expect_rule("dq", got.dq, ref.dq, naive.dq, 3, 1e-4);
-  expect_rule("dk", got.dk, ref.dk, naive.dk, 3, 1e-4);
-  expect_rule("dv", got.dv, ref.dv, naive.dv, 3, 1e-4);
+  for (cpu::Isa isa : cpu::available_isas()) {
+    SCOPED_TRACE(cpu::isa_name(isa));
+    if (isa == cpu::best_isa()) {
+      pr.poison_outputs();
+      run_forward(pr, FA_BACKEND_FLASH);
+      run_backward(pr, FA_BACKEND_FLASH);
+    } else {
+      run_flash_isa(pr, isa);
+    }
+    const Dense got = outputs(pr, true);
+    expect_rule("out", got.out, ref.out, naive.out, 2, 1e-5);
+    expect_rule("lse", got.lse, ref.lse, naive.lse, 2, 1e-5);
+    expect_rule("dq", got.dq, ref.dq, naive.dq, 3, 1e-4);
+    expect_rule("dk", got.dk, ref.dk, naive.dk, 3, 1e-4);
+    expect_rule("dv", got.dv, ref.dv, naive.dv, 3, 1e-4);
+  }
+}
+
+// The run-time choice: generic is always there and last, the best set first; every set listed
+// runs here (the grid above runs each), and the library reports the one it uses.
+TEST(FlashCpuIsa, BestFirstGenericLast) {
+  const std::vector<cpu::Isa>& isas = cpu::available_isas();
+  ASSERT_FALSE(isas.empty());
+  EXPECT_EQ(isas.back(), cpu::Isa::Generic);
+  EXPECT_EQ(isas.front(), cpu::best_isa());
+  EXPECT_STREQ(cpu::isa_name(), cpu::isa_name(cpu::best_isa()));
+  std::string names;
+  for (cpu::Isa isa : isas) names += std::string(names.empty() ? "" : " ") + cpu::isa_name(isa);
+  RecordProperty("isas", names);
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, FlashCpu, ::testing::ValuesIn(grid()), CaseTestName());

@@ -14,13 +14,50 @@
 namespace fa::cpu {
 namespace {
 
-bool has_avx2() {
+// What the CPU must have for each build's flags (CMakeLists.txt, fa_cpu_isa).
+bool cpu_runs(Isa isa) {
+  switch (isa) {
+    case Isa::Generic: return true;
+    case Isa::Avx2:
 #if defined(FA_HAVE_AVX2_KERNELS)
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
 #else
-  return false;
+      return false;
 #endif
+    case Isa::Avx512:
+#if defined(FA_HAVE_AVX512_KERNELS)
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+      return false;
+#endif
+  }
+  return false;
+}
+
+void flash_forward(Isa isa, const Params& p, void* workspace, size_t bytes, int threads) {
+  switch (isa) {
+#if defined(FA_HAVE_AVX512_KERNELS)
+    case Isa::Avx512: return avx512::flash_forward(p, workspace, bytes, threads);
+#endif
+#if defined(FA_HAVE_AVX2_KERNELS)
+    case Isa::Avx2: return avx2::flash_forward(p, workspace, bytes, threads);
+#endif
+    default: return generic::flash_forward(p, workspace, bytes, threads);
+  }
+}
+void flash_backward(Isa isa, const Params& p, void* workspace, size_t bytes, int threads) {
+  switch (isa) {
+#if defined(FA_HAVE_AVX512_KERNELS)
+    case Isa::Avx512: return avx512::flash_backward(p, workspace, bytes, threads);
+#endif
+#if defined(FA_HAVE_AVX2_KERNELS)
+    case Isa::Avx2: return avx2::flash_backward(p, workspace, bytes, threads);
+#endif
+    default: return generic::flash_backward(p, workspace, bytes, threads);
+  }
 }
 
 // Workspace = fixed (shared by all threads) + threads * per_thread, plus alignment slack. The
@@ -90,7 +127,26 @@ Layout backward_layout(const Params& p, Impl impl) {
 
 }  // namespace
 
-const char* isa_name() { return has_avx2() ? "avx2" : "generic"; }
+const std::vector<Isa>& available_isas() {
+  static const std::vector<Isa> isas = [] {
+    std::vector<Isa> out;
+    for (Isa isa : {Isa::Avx512, Isa::Avx2, Isa::Generic})
+      if (cpu_runs(isa)) out.push_back(isa);
+    return out;
+  }();
+  return isas;
+}
+Isa best_isa() { return available_isas().front(); }
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Generic: return "generic";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+  }
+  return "generic";
+}
+const char* isa_name() { return isa_name(best_isa()); }
 
 size_t forward_workspace(const Params& p, Impl impl) {
   return forward_layout(p, impl).bytes(omp_get_max_threads());
@@ -104,18 +160,22 @@ size_t min_backward_workspace(const Params& p, Impl impl) { return backward_layo
 namespace {
 
 // The attention of p (one part, or the whole call) with the given scratch.
-void attend(const Params& p, Impl impl, void* workspace, size_t bytes, int threads) {
+void attend(const Params& p, Impl impl, Isa isa, void* workspace, size_t bytes, int threads) {
   if (impl == Impl::Reference)
     return reference_forward<double>(p, workspace, bytes, threads);
-#if defined(FA_HAVE_AVX2_KERNELS)
-  if (has_avx2()) return avx2::flash_forward(p, workspace, bytes, threads);
-#endif
-  return generic::flash_forward(p, workspace, bytes, threads);
+  return flash_forward(isa, p, workspace, bytes, threads);
 }
 
 }  // namespace
 
 void forward(const Params& call, Impl impl, void* workspace, size_t bytes) {
+  forward(call, impl, workspace, bytes, best_isa());
+}
+void backward(const Params& p, Impl impl, void* workspace, size_t bytes) {
+  backward(p, impl, workspace, bytes, best_isa());
+}
+
+void forward(const Params& call, Impl impl, void* workspace, size_t bytes, Isa isa) {
   const Layout layout = forward_layout(call, impl);
   const int threads = layout.threads_fitting(bytes);
   const ForwardShared shared(call, impl);
@@ -129,7 +189,7 @@ void forward(const Params& call, Impl impl, void* workspace, size_t bytes) {
   Params p = call;
   if (p.seqlen_new > 0) append_kv(p, threads);  // the attention reads the new keys from the cache
   if (p.rotary.dim > 0) p.q = rotate_queries(p, base, threads);
-  if (shared.parts <= 1) return attend(p, impl, scratch, scratch_bytes, threads);
+  if (shared.parts <= 1) return attend(p, impl, isa, scratch, scratch_bytes, threads);
 
   // Split-KV: part s over its keys into its partials, the parts concurrently (each on one
   // thread with that thread's scratch), then the combine step into out and lse.
@@ -160,18 +220,15 @@ void forward(const Params& call, Impl impl, void* workspace, size_t bytes) {
     ps.out = parts[size_t(s)].out;
     ps.lse = parts[size_t(s)].lse;
     // Nested: the part's own loop runs on this thread alone, in this thread's scratch.
-    attend(ps, impl, scratch + per_thread * size_t(omp_get_thread_num()), per_thread, 1);
+    attend(ps, impl, isa, scratch + per_thread * size_t(omp_get_thread_num()), per_thread, 1);
   }
   combine(p, parts.data(), n, threads);
 }
 
-void backward(const Params& p, Impl impl, void* workspace, size_t bytes) {
+void backward(const Params& p, Impl impl, void* workspace, size_t bytes, Isa isa) {
   const int threads = backward_layout(p, impl).threads_fitting(bytes);
   if (impl == Impl::Reference) return reference_backward<double>(p, workspace, bytes, threads);
-#if defined(FA_HAVE_AVX2_KERNELS)
-  if (has_avx2()) return avx2::flash_backward(p, workspace, bytes, threads);
-#endif
-  return generic::flash_backward(p, workspace, bytes, threads);
+  flash_backward(isa, p, workspace, bytes, threads);
 }
 
 }  // namespace fa::cpu

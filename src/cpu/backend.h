@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "core/params.h"
 
@@ -10,7 +11,15 @@ namespace fa::cpu {
 
 enum class Impl { Flash, Reference };
 
-// Instruction set the flash kernels run with on this machine ("avx2" or "generic").
+// Instruction sets the flash kernels are built for (CMakeLists.txt, fa_cpu_isa).
+enum class Isa { Generic, Avx2, Avx512 };
+
+// The sets this build has kernels for and this CPU can run, best first; generic is always last.
+const std::vector<Isa>& available_isas();
+// available_isas().front(): what forward() and backward() run without an explicit Isa.
+Isa best_isa();
+const char* isa_name(Isa isa);  // "generic", "avx2", "avx512"
+// Instruction set the flash kernels run with on this machine: isa_name(best_isa()).
 const char* isa_name();
 
 // Bytes for every OpenMP thread to have its scratch; a call succeeds with as little as
@@ -22,5 +31,9 @@ size_t min_backward_workspace(const Params& p, Impl impl);
 
 void forward(const Params& p, Impl impl, void* workspace, size_t bytes);
 void backward(const Params& p, Impl impl, void* workspace, size_t bytes);
+// The same with the flash kernels of a given instruction set (one of available_isas(); tests run
+// every one): the workspace and the results' accuracy do not depend on it.
+void forward(const Params& p, Impl impl, void* workspace, size_t bytes, Isa isa);
+void backward(const Params& p, Impl impl, void* workspace, size_t bytes, Isa isa);
 
 }  // namespace fa::cpu

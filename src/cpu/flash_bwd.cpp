@@ -7,7 +7,7 @@
 // query head writes an fp32 partial and a second pass sums every kv head's group in a fixed
 // order. No atomics and no order-dependent sums: the CPU backward is always deterministic.
 //
-// Built once per instruction set (FA_CPU_ISA = generic / avx2).
+// Built once per instruction set (FA_CPU_ISA = generic / avx2 / avx512).
 #include <omp.h>
 
 #include <algorithm>

@@ -2,7 +2,7 @@
 // (seqlen_q x seqlen_k) score matrix. One task = (batch, head, block of kBlockM query rows);
 // OpenMP spreads tasks over threads, each with its own scratch carved from the workspace.
 //
-// Built once per instruction set (FA_CPU_ISA = generic / avx2).
+// Built once per instruction set (FA_CPU_ISA = generic / avx2 / avx512).
 #include <omp.h>
 
 #include <algorithm>
@@ -85,9 +85,7 @@ void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t 
         std::fill(s, s + kBlockN, 0.f);
         continue;
       }
-      float tile_max = kNegInf;
-      for (int64_t j = 0; j < kBlockN; ++j) tile_max = std::max(tile_max, s[j]);
-      const float m_new = std::max(w.m[r], tile_max);
+      const float m_new = std::max(w.m[r], row_max(s, kBlockN));
       // A row that has seen no visible key yet keeps m = -inf; use 0 so exp gives 0, not NaN.
       const float m_use = m_new == kNegInf ? 0.f : m_new;
       // Subtract before scaling by log2(e): with |logits| ~ 1e4 the difference is exact where

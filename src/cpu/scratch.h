@@ -17,7 +17,8 @@ constexpr int64_t kBlockM = 64;  // query rows per task
 constexpr int64_t kBlockN = 64;  // keys per step of the inner loop
 // The dropout mask is drawn a block's columns at a time (DropoutStream::keep_row32, aligned).
 static_assert(kBlockN % DropoutStream::kCols == 0, "key tiles are whole dropout blocks");
-// Tiles are padded to the GEMM micro-kernel's 16 columns (see tile.h).
+// Tiles are padded to 16 columns (one vector of the widest build's micro-kernel, see tile.h) and
+// 4 rows (its narrowest row band).
 constexpr int64_t kPadCols = 16;
 constexpr int64_t kPadRows = 4;
 
@@ -98,6 +99,7 @@ inline Checked backward_shared_bytes(const Params& p) {
   }
 FA_DECLARE_CPU_FLASH(generic)
 FA_DECLARE_CPU_FLASH(avx2)
+FA_DECLARE_CPU_FLASH(avx512)
 #undef FA_DECLARE_CPU_FLASH
 
 }  // namespace fa::cpu

@@ -1,41 +1,56 @@
 // The CPU flash backend's one GEMM micro-kernel (see tile.h), compiled per instruction set.
 //
 // Written with GCC/Clang vector extensions rather than plain loops: the auto-vectoriser chose the
-// k loop (gathers and spills, ~2.5 GFLOP/s a core, measured); an explicit 8-wide type keeps the
-// (kMicroRows x kMicroCols) accumulator tile in registers - one AVX register per 8 columns with
-// -mavx2, two SSE registers each in the generic build.
+// k loop (gathers and spills, ~2.5 GFLOP/s a core, measured); an explicit kLanes-wide type keeps
+// the (rows x vectors) accumulator tile in registers - ymm with -mavx2, zmm with -mavx512f, two
+// xmm per vector in the generic build. A tile's edges (M % kMicroRows, N % (kMicroVecs kLanes))
+// take the same body with fewer rows or vectors.
 #include "cpu/tile.h"
 
 namespace fa::cpu::FA_CPU_ISA {
 namespace {
-constexpr int kVecCols = kMicroCols / kLanes;
-static_assert(kMicroCols % kLanes == 0, "micro-kernel columns must be whole vectors");
+
+// C[0..R) x [0..V kLanes) = [C +] A[0..R) x [0..K) * B[0..K) x [0..V kLanes).
+template <int R, int V>
+inline void micro(int64_t K, const float* __restrict a, int64_t lda, const float* __restrict b,
+                  int64_t ldb, float* __restrict c, int64_t ldc, bool accumulate) {
+  // acc: (R, V kLanes) fp32 in registers.
+  fvec acc[R][V];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) acc[r][v] = accumulate ? vload(c + r * ldc + v * kLanes) : fvec{};
+  for (int64_t k = 0; k < K; ++k, b += ldb) {
+    fvec bv[V];
+    for (int v = 0; v < V; ++v) bv[v] = vload(b + v * kLanes);
+    for (int r = 0; r < R; ++r) {
+      const float ar = a[r * lda + k];
+      for (int v = 0; v < V; ++v) acc[r][v] += ar * bv[v];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < V; ++v) vstore(c + r * ldc + v * kLanes, acc[r][v]);
+}
+
+// One band of R rows over all N columns: whole kMicroVecs-vector tiles, then single vectors.
+template <int R>
+inline void band(int64_t N, int64_t K, const float* __restrict a, int64_t lda,
+                 const float* __restrict B, int64_t ldb, float* __restrict c, int64_t ldc,
+                 bool accumulate) {
+  constexpr int64_t kCols = kMicroVecs * kLanes;
+  int64_t j = 0;
+  for (; j + kCols <= N; j += kCols) micro<R, kMicroVecs>(K, a, lda, B + j, ldb, c + j, ldc, accumulate);
+  for (; j < N; j += kLanes) micro<R, 1>(K, a, lda, B + j, ldb, c + j, ldc, accumulate);
+}
+
 }  // namespace
 
 void gemm(int64_t M, int64_t N, int64_t K, const float* __restrict A, int64_t lda,
           const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
           bool accumulate) {
-  for (int64_t i = 0; i < M; i += kMicroRows) {
-    for (int64_t j = 0; j < N; j += kMicroCols) {
-      // acc: (kMicroRows, kMicroCols) fp32 in registers.
-      f32x8 acc[kMicroRows][kVecCols];
-      for (int r = 0; r < kMicroRows; ++r)
-        for (int v = 0; v < kVecCols; ++v)
-          acc[r][v] = accumulate ? load8(C + (i + r) * ldc + j + v * kLanes) : f32x8{};
-      const float* a = A + i * lda;
-      const float* b = B + j;
-      for (int64_t k = 0; k < K; ++k, b += ldb) {
-        f32x8 bv[kVecCols];
-        for (int v = 0; v < kVecCols; ++v) bv[v] = load8(b + v * kLanes);
-        for (int r = 0; r < kMicroRows; ++r) {
-          const float ar = a[r * lda + k];
-          for (int v = 0; v < kVecCols; ++v) acc[r][v] += ar * bv[v];
-        }
-      }
-      for (int r = 0; r < kMicroRows; ++r)
-        for (int v = 0; v < kVecCols; ++v) store8(C + (i + r) * ldc + j + v * kLanes, acc[r][v]);
-    }
-  }
+  int64_t i = 0;
+  for (; i + kMicroRows <= M; i += kMicroRows)
+    band<kMicroRows>(N, K, A + i * lda, lda, B, ldb, C + i * ldc, ldc, accumulate);
+  if constexpr (kMicroRows > 4)
+    for (; i < M; i += 4) band<4>(N, K, A + i * lda, lda, B, ldb, C + i * ldc, ldc, accumulate);
 }
 
 }  // namespace fa::cpu::FA_CPU_ISA

@@ -1,31 +1,52 @@
 // CPU tile primitives for the flash backend: an fp32 register-blocked GEMM, a vectorisable exp2,
 // and strided load/store of (rows, head_dim) tiles with conversion to fp32.
 //
-// This header is compiled once per instruction set (flash_*.cpp are built twice, with and
-// without -mavx2 -mfma; see CMakeLists.txt), so everything here lives in namespace FA_CPU_ISA and
-// is written as plain loops that the compiler vectorises for the flags of each build.
+// This header is compiled once per instruction set (flash_*.cpp are built three times: generic,
+// -mavx2 -mfma -mf16c, and -mavx512f/bw/dq/vl; see fa_cpu_isa in CMakeLists.txt), so everything
+// here lives in namespace FA_CPU_ISA and is written as plain loops or vector-extension code that
+// the compiler lowers for the flags of each build.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "core/params.h"
 #include "core/dtype.h"
 #include "cpu/scratch.h"
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 #ifndef FA_CPU_ISA
-#error "FA_CPU_ISA must name the instruction-set namespace (generic, avx2)"
+#error "FA_CPU_ISA must name the instruction-set namespace (generic, avx2, avx512)"
+#endif
+
+// fp32 lanes of the kernels' vector type: one zmm register (16) in the avx512 build, one ymm (8)
+// in the avx2 build and two xmm (8) in the generic one. FA_CPU_NARROW keeps 8 lanes under
+// -mavx512f (the "recompiled AVX2 code" variant of docs/performance-log.md's comparison).
+#if defined(__AVX512F__) && !defined(FA_CPU_NARROW)
+#define FA_CPU_LANES 16
+#else
+#define FA_CPU_LANES 8
 #endif
 
 namespace fa::cpu::FA_CPU_ISA {
 
-// Micro-kernel footprint: 4 rows x 16 columns of fp32 accumulators = 8 AVX registers, leaving
-// half the register file for the broadcast A values and the B row.
-constexpr int kMicroRows = 4;
-constexpr int kMicroCols = 16;
+constexpr int kLanes = FA_CPU_LANES;
+// Micro-kernel footprint: kMicroRows rows x kMicroVecs vectors of fp32 accumulators. 8-lane
+// builds: 4 x 2 = 8 of the 16 ymm registers, the rest for the broadcast A values and the B row.
+// 16-lane builds: 8 x 2 = 16 of the 32 zmm registers (8 x 32 columns), twice the FMAs per B load
+// of 4 x 2 (measured against 4 x 4 and 4 x 2: docs/performance-log.md).
+constexpr int kMicroRows = kLanes == 16 ? 8 : 4;
+constexpr int kMicroVecs = 2;
+static_assert(kPadRows % 4 == 0 && kPadCols % kLanes == 0,
+              "tiles are padded to the micro-kernel's row tail (4) and one vector of columns");
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr float kLog2e = 1.4426950408889634f;
@@ -33,7 +54,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // C (M x N) = [C +] A (M x K) * B (K x N); all row-major with leading dimensions.
-// Requires M % kMicroRows == 0 and N % kMicroCols == 0 (callers pad tiles with zeros).
+// Requires M % 4 == 0 and N % kLanes == 0 (callers pad tiles with zeros: kPadRows, kPadCols).
 // Defined once per instruction set in tile.cpp: every call site shares one register-blocked body.
 void gemm(int64_t M, int64_t N, int64_t K, const float* __restrict A, int64_t lda,
           const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
@@ -76,48 +97,89 @@ inline float exp2_approx(float x) {
   return p * scale;
 }
 
-// 8 fp32 lanes: one AVX register in the avx2 build, two SSE registers in the generic one. Plain
-// loops over exp2_approx do not vectorise (GCC keeps them scalar), so the hot loops use this.
-typedef float f32x8 __attribute__((vector_size(32)));
-typedef int32_t i32x8 __attribute__((vector_size(32)));
-constexpr int kLanes = 8;
+// kLanes fp32 lanes. Plain loops over exp2_approx do not vectorise (GCC keeps them scalar), so
+// the hot loops use this type.
+typedef float fvec __attribute__((vector_size(4 * FA_CPU_LANES)));
+typedef int32_t ivec __attribute__((vector_size(4 * FA_CPU_LANES)));
 
-inline f32x8 load8(const float* p) {
-  f32x8 v;
+inline fvec vload(const float* p) {
+  fvec v;
   std::memcpy(&v, p, sizeof v);  // unaligned load
   return v;
 }
-inline void store8(float* p, f32x8 v) { std::memcpy(p, &v, sizeof v); }
-inline f32x8 splat8(float x) { return f32x8{} + x; }
+inline void vstore(float* p, fvec v) { std::memcpy(p, &v, sizeof v); }
+inline fvec vsplat(float x) { return fvec{} + x; }
 
-// exp2_approx on 8 lanes, the same arithmetic lane by lane.
-inline f32x8 exp2_approx(f32x8 x) {
-  const f32x8 lo = splat8(-127.f), hi = splat8(127.f);
+// exp2_approx on kLanes lanes, the same arithmetic lane by lane.
+inline fvec exp2_approx(fvec x) {
+  const fvec lo = vsplat(-127.f), hi = vsplat(127.f);
   x = x < lo ? lo : x;
   x = x > hi ? hi : x;
-  const f32x8 shifted = x + 0.5f;
-  i32x8 n = __builtin_convertvector(shifted, i32x8);       // truncates toward zero
-  n += __builtin_convertvector(n, f32x8) > shifted;       // true is -1: floor
-  const f32x8 f = x - __builtin_convertvector(n, f32x8);
-  f32x8 p = splat8(kExp2Poly.c[7]);
+  const fvec shifted = x + 0.5f;
+  ivec n = __builtin_convertvector(shifted, ivec);        // truncates toward zero
+  n += __builtin_convertvector(n, fvec) > shifted;        // true is -1: floor
+  const fvec f = x - __builtin_convertvector(n, fvec);
+  fvec p = vsplat(kExp2Poly.c[7]);
   for (int i = 6; i >= 0; --i) p = p * f + kExp2Poly.c[i];
-  const i32x8 bits = (n + 127) << 23;
-  f32x8 scale;
+  const ivec bits = (n + 127) << 23;
+  fvec scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
 }
 
-// s[j] <- exp((s[j] - m)) for j < n (n a multiple of 8); returns the sum of the results.
-inline float exp_shifted(float* __restrict s, int64_t n, float m) {
-  f32x8 sum{};
+// Sum of the lanes in a fixed order (the same bits on every run).
+inline float hsum(fvec v) {
+  float total = 0.f;
+  for (int l = 0; l < kLanes; ++l) total += v[l];
+  return total;
+}
+
+// max(s[0..n)) for n a multiple of kLanes (a plain loop's max reduction stays scalar without
+// -ffast-math).
+inline float row_max(const float* __restrict s, int64_t n) {
+  fvec m = vsplat(kNegInf);
   for (int64_t j = 0; j < n; j += kLanes) {
-    const f32x8 e = exp2_approx((load8(s + j) - m) * kLog2e);
-    store8(s + j, e);
+    const fvec x = vload(s + j);
+    m = x > m ? x : m;
+  }
+  float out = kNegInf;
+  for (int l = 0; l < kLanes; ++l) out = m[l] > out ? m[l] : out;
+  return out;
+}
+
+// s[j] <- exp((s[j] - m)) for j < n (n a multiple of kLanes); returns the sum of the results.
+inline float exp_shifted(float* __restrict s, int64_t n, float m) {
+  fvec sum{};
+  for (int64_t j = 0; j < n; j += kLanes) {
+    const fvec e = exp2_approx((vload(s + j) - m) * kLog2e);
+    vstore(s + j, e);
     sum += e;
   }
-  float total = 0.f;
-  for (int l = 0; l < kLanes; ++l) total += sum[l];
-  return total;
+  return hsum(sum);
+}
+
+// out[c] = float(in[c]) * scale for c < n: F16C's exact conversion for fp16 where the build has
+// it (the portable to_float branches on the exponent and stays scalar), a shift for bf16.
+template <typename T>
+inline void convert_row(const T* __restrict in, int64_t n, float scale, float* __restrict out) {
+  int64_t c = 0;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, half_t>)
+    for (; c + 16 <= n; c += 16) {
+      // maskz: the unmasked form trips GCC 12's -Wmaybe-uninitialized inside its own header.
+      const __m512 x = _mm512_maskz_cvtph_ps(
+          __mmask16(0xffff), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + c)));
+      _mm512_storeu_ps(out + c, _mm512_mul_ps(x, _mm512_set1_ps(scale)));
+    }
+#endif
+#if defined(__F16C__)
+  if constexpr (std::is_same_v<T, half_t>)
+    for (; c + 8 <= n; c += 8) {
+      const __m256 x = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + c)));
+      _mm256_storeu_ps(out + c, _mm256_mul_ps(x, _mm256_set1_ps(scale)));
+    }
+#endif
+  for (; c < n; ++c) out[c] = to_float(in[c]) * scale;
 }
 
 // Load `rows` rows into a dense fp32 tile (rows_pad x ld), multiplied by `scale`; padding rows and
@@ -129,8 +191,7 @@ void load_rows(const RowAt& src, int64_t rows, int64_t rows_pad, int64_t d, floa
   for (int64_t r = 0; r < rows_pad; ++r) {
     float* out = dst + r * ld;
     if (r < rows) {
-      const T* in = src(r);
-      for (int64_t c = 0; c < d; ++c) out[c] = to_float(in[c]) * scale;
+      convert_row(src(r), d, scale, out);
       for (int64_t c = d; c < ld; ++c) out[c] = 0.f;
     } else {
       for (int64_t c = 0; c < ld; ++c) out[c] = 0.f;
@@ -146,9 +207,15 @@ void load_rows_t(const RowAt& src, int64_t rows, int64_t rows_pad, int64_t d, in
     for (int64_t r = rows; r < rows_pad; ++r) dst[c * ld + r] = 0.f;
   for (int64_t c = d; c < d_pad; ++c)
     for (int64_t r = 0; r < rows; ++r) dst[c * ld + r] = 0.f;
+  constexpr int64_t kChunk = 64;  // a row converted a chunk at a time, then scattered
+  float row[kChunk];
   for (int64_t r = 0; r < rows; ++r) {
     const T* in = src(r);
-    for (int64_t c = 0; c < d; ++c) dst[c * ld + r] = to_float(in[c]);
+    for (int64_t c0 = 0; c0 < d; c0 += kChunk) {
+      const int64_t n = std::min(kChunk, d - c0);
+      convert_row(in + c0, n, 1.f, row);
+      for (int64_t c = 0; c < n; ++c) dst[(c0 + c) * ld + r] = row[c];
+    }
   }
 }
 
