@@ -147,9 +147,10 @@ TEST_P(GpuSm90, ForwardMatchesReferenceAndRanSm90) {
   std::string why;
   if (skip_without_sm90(&why)) GTEST_SKIP() << why;
   ASSERT_TRUE(why.empty()) << why;
-  // Persistent always (2) under every schedule; one block a tile (0) under the default one.
+  // Persistent, the dynamic scheduler (1) and the static walk (2), under every schedule; one
+  // block a tile (0) under the default one.
   for (const int schedule : schedules_to_run())
-  for (const int persistent : {2, 0}) {
+  for (const int persistent : {1, 2, 0}) {
     if (persistent == 0 && schedule != 2) continue;
     SCOPED_TRACE(::testing::Message() << "Tuning::sm90_fwd_schedule " << schedule << ", persistent "
                                       << persistent);

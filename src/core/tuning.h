@@ -48,14 +48,16 @@ struct Tuning {
   // 0 one key tile at a time (the ablation's baseline, and a reference when debugging), 1 the
   // intra-warpgroup overlap, 2 overlap and ping-pong between the two consumer warpgroups.
   int sm90_fwd_schedule = FA_TUNING_SM90_FWD_SCHEDULE;
-  // cuda-sm90's persistent launch (one block an SM walking the work tiles, the next tile's Q and
-  // K loaded under this one's last products and epilogue): 0 never (one block a tile), 1 where
-  // the tiles are of one length (no causal mask, window or packed batch), 2 always. 1 from the
-  // H200 (74fd42d, bf16 quick grid):
-  // without the mask +2 to +9% at s 1k, even at 16k; causal under the static tile walk -4 to
-  // +10% at 1k-4k and -27 to -30% at 16k (its tiles differ in length, so the blocks drift apart
-  // over heads and lose the L2 reuse of one head's K / V that the hardware's in-order dispatch
-  // keeps).
+  // cuda-sm90's launch: one block a tile, or persistent blocks (one an SM, the next tile's Q and K
+  // loaded and its first Q·Kᵀ issued under this one's tail) taking their tiles from a dynamic
+  // scheduler (an atomic counter in the workspace: in the order blocks free up, longest first
+  // where tiles differ) or a static walk. 0 one block a tile; 1 dynamic (the default; without a
+  // workspace, as 3); 2 static always; 3 static for tiles of one length (no causal mask, window
+  // or packed batch), else one block a tile. Measured on the H200 (74fd42d, bf16 quick grid),
+  // static vs one block a tile: without the mask +2 to +9% at s 1k, even at 16k; causal -4 to
+  // +10% at 1k-4k and -27 to -30% at 16k (tiles of unequal length: the blocks drift apart over
+  // heads and lose the L2 reuse of one head's K / V that in-order dispatch keeps), hence 3 and
+  // the dynamic scheduler (not yet measured).
   int sm90_fwd_persistent = FA_TUNING_SM90_FWD_PERSISTENT;
 };
 

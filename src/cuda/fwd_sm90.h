@@ -4,6 +4,7 @@
 // until the family has passed the GPU suite (tests/test_gpu_sm90.cpp turns it on).
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "core/params.h"
@@ -13,6 +14,12 @@ namespace fa::cuda {
 
 // "" when the sm90 family can run this forward on ctx's device, else why not.
 std::string sm90_fwd_refusal(const Params& p, const Context& ctx);
+// The forward's workspace: the dynamic tile scheduler's counter where the call's launch takes
+// it (Tuning::sm90_fwd_persistent 1), else 0 bytes.
+size_t sm90_forward_workspace(const Params& p, const Context& ctx);
+// With a workspace of sm90_forward_workspace's bytes (or more); without one (nullptr, 0) the
+// persistent launch takes the static walk where the tiles are of one length.
+void sm90_forward(const Params& p, const Context& ctx, void* workspace, size_t bytes, void* stream);
 void sm90_forward(const Params& p, const Context& ctx, void* stream);
 
 }  // namespace fa::cuda

@@ -90,13 +90,21 @@ struct FwdTraits {
   // of tile j - 1 at once, and one barrier for both would leave the producer no stage to fill
   // ahead (the next K could only be loaded once P·V of j - 1 was done, just before it is needed).
   static constexpr int kBarOffset = kQBytes + 2 * kStages * kKvBytes;
-  static constexpr int kSmemBytes = kBarOffset + 8 * (2 + 4 * kStages);
+  // After the barriers, the slot in which the producer announces each work tile (tile number, or
+  // -1: no more), 8 bytes.
+  static constexpr int kSlotOffset = kBarOffset + 8 * (2 + 4 * kStages);
+  static constexpr int kSmemBytes = kSlotOffset + 8;
   static_assert(kQBytes % 1024 == 0 && kKvBytes % 1024 == 0, "tiles on 1024-byte boundaries");
 };
 
 // The TMA maps of q, k, v (boxes of 64 columns x kBlockM or kBlockN rows of one head).
+// tile_counter: the dynamic tile scheduler's counter in the call's workspace, zeroed before the
+// launch (blocks take tiles gridDim.x + atomicAdd(counter, 1) after their first, blockIdx.x, in
+// the order they free up: longest first where tile_plan.h orders them so); nullptr: the static
+// walk blockIdx.x, + gridDim.x, ...
 struct FwdMaps {
   CUtensorMap q, k, v;
+  int* tile_counter;
 };
 
 // The online softmax's lazy rescale: the reference max moves only when a tile's max exceeds it
@@ -137,8 +145,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // A packed batch's maps are batch 1 over its total rows; the sequence's rows start at q_start,
   // k_start (fixed-length batches: 0, and the batch entry is the map's outer coordinate).
   auto map_batch = [&](int b) { return p.varlen() ? 0 : b; };
-  // This block takes tiles blockIdx.x, + gridDim.x, ... (tile_plan.h): a grid of one block a tile
-  // is the non-persistent launch.
+  // This block's first tile is blockIdx.x, the next ones the dynamic scheduler's or the static
+  // walk's (FwdMaps::tile_counter): a grid of one block a tile is the non-persistent launch. The
+  // producer decides and announces each tile in the slot before Q's copies arrive on q_full
+  // (an mbarrier arrive releases, its wait acquires); the consumers read it there. It writes the
+  // next one only once the consumers are done with the tile's Q (q_empty), so one slot serves.
+  volatile int* const tile_slot = reinterpret_cast<volatile int*>(smem + T::kSlotOffset);
 
   if (tid == 0) {
     mbar_init(q_full, 1);
@@ -157,12 +169,16 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     setmaxnreg_dec<T::kProducerRegs>();
     if (warp == 0 && lane == 0) {
       int kv = 0;     // K / V tiles loaded so far: the ring's position runs on across work tiles
-      int round = 0;  // work tiles whose Q was loaded
-      for (int tile = int(blockIdx.x); tile < num_tiles; tile += int(gridDim.x)) {
+      int round = 0;  // work tiles announced
+      auto advance = [&](int tile) {
+        return maps.tile_counter != nullptr ? int(gridDim.x) + atomicAdd(maps.tile_counter, 1)
+                                            : tile + int(gridDim.x);
+      };
+      for (int tile = int(blockIdx.x); tile < num_tiles; tile = advance(tile)) {
         const TileCoord tc = tile_coord(tile, m_blocks, heads, reverse);
         const SeqInfo sq = p.seq(tc.batch);
         const int64_t m0 = int64_t(tc.m_block) * kM;
-        if (m0 >= sq.len_q) continue;
+        if (m0 >= sq.len_q) continue;  // past its sequence's end (packed batches): not announced
         const int hk = tc.head / group, bm = map_batch(tc.batch);
         const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
         const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
@@ -170,6 +186,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         // Q of the previous tile is free once both consumers' last Q·Kᵀ of it is done.
         if (round > 0) mbar_wait(q_empty, uint32_t((round - 1) & 1));
         ++round;
+        *tile_slot = tile;
         mbar_arrive_expect_tx(q_full, uint32_t(T::kQBytes));
 #pragma unroll
         for (int blk = 0; blk < T::QTile::kBlocks; ++blk)
@@ -193,6 +210,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                         bm, v_full(s));
         }
       }
+      // No more tiles: announced once the consumers have read the last one.
+      if (round > 0) mbar_wait(q_empty, uint32_t((round - 1) & 1));
+      *tile_slot = -1;
+      mbar_arrive(q_full);
     }
     return;
   }
@@ -239,14 +260,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   int n_tiles = 0;
   Logit<float> logit{0.f, 0.f, 0};
   FwdDropout dr{};
-  // The next tile this block takes from `tile` on that lies inside its sequence (the producer
-  // skips the same ones), or num_tiles.
-  auto next_tile = [&](int tile) {
-    for (; tile < num_tiles; tile += int(gridDim.x)) {
-      const TileCoord tc = tile_coord(tile, m_blocks, heads, reverse);
-      if (int64_t(tc.m_block) * kM < p.seq(tc.batch).len_q) break;
-    }
-    return tile;
+  // The next work tile as the producer announces it (-1: none left); its Q has then landed.
+  auto announced = [&] {
+    mbar_wait(q_full, uint32_t(round & 1));
+    return *tile_slot;
   };
   auto enter = [&](int tile) {
     const TileCoord tc = tile_coord(tile, m_blocks, heads, reverse);
@@ -427,11 +444,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   uint32_t pf[kN / 16][4];
   if constexpr (T::kSchedule == Schedule::kSerial) {
     // One key tile at a time: Q·Kᵀ, softmax, P·V, each waited for; one work tile at a time.
-    for (int tile = next_tile(int(blockIdx.x)); tile < num_tiles;
-         tile = next_tile(tile + int(gridDim.x))) {
+    for (int tile = announced(); tile >= 0; tile = announced()) {
       enter(tile);
       reset();
-      mbar_wait(q_full, uint32_t(round & 1));
       ++round;
       if (n_tiles == 0) arrive(q_empty);  // rows that see no key: Q was loaded and is not read
       for (int it = 0; it < n_tiles; ++it) {
@@ -458,16 +473,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // Q·Kᵀ (in that order), and the epilogue runs once the P·V is done, under the Q·Kᵀ.
     // `first_issued`: the current tile's first Q·Kᵀ went out with the previous tile's last P·V.
     bool first_issued = false;
-    for (int tile = next_tile(int(blockIdx.x)); tile < num_tiles;) {
+    for (int tile = announced(); tile >= 0;) {
       enter(tile);
       reset();
-      if (!first_issued) {
-        mbar_wait(q_full, uint32_t(round & 1));
-        if (n_tiles > 0) {
-          turn_begin();
-          issue_qk(0, sc);
-          turn_end();
-        }
+      if (!first_issued && n_tiles > 0) {
+        turn_begin();
+        issue_qk(0, sc);
+        turn_end();
       }
       ++round;
       if (n_tiles == 0) {
@@ -496,13 +508,16 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         }
       }
       // The tile's last P·V, and with it the next tile's first Q·Kᵀ where that tile has key
-      // tiles (its Q is waited for first: the producer loaded it once this tile's last Q·Kᵀ
-      // was done).
-      const int next = next_tile(tile + int(gridDim.x));
+      // tiles (announced, and its Q landed, once the producer had this tile's Q back: after
+      // its last Q·Kᵀ).
+      int next = -1;
       first_issued = false;
       if (n_tiles > 0) {
+        turn_begin();
+        issue_pv(n_tiles - 1, pf);
+        next = announced();
         int next_keys = 0;
-        if (next < num_tiles) {
+        if (next >= 0) {
           const TileCoord tc = tile_coord(next, m_blocks, heads, reverse);
           const SeqInfo nsq = p.seq(tc.batch);
           const Visibility nvis{nsq.len_k - nsq.len_q, p.window_left, p.window_right};
@@ -511,10 +526,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           const KeyTiles nkt = key_tiles(nvis, nm0, nrows, nsq.len_k, kN);
           next_keys = nkt.end - nkt.begin;
         }
-        turn_begin();
-        issue_pv(n_tiles - 1, pf);
         if (next_keys > 0) {
-          mbar_wait(q_full, uint32_t(round & 1));
           issue_qk(n_tiles, sc);  // ring position kv0 + n_tiles: the next tile's first
           first_issued = true;
         }
@@ -526,6 +538,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         wgmma_acc_fence(o);
         wgmma_keep(pf);
         release_v(n_tiles - 1);
+      } else {
+        next = announced();
       }
       epilogue();
       kv0 += n_tiles;

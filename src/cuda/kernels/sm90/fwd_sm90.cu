@@ -33,8 +33,26 @@ bool built_for_sm90a() {
   return built;
 }
 
+// How the blocks take their work tiles (Tuning::sm90_fwd_persistent): one block a tile, or
+// persistent blocks (one an SM) with the dynamic scheduler or the static walk.
+enum class Launch { kPerTile, kDynamic, kStatic };
+
+Launch launch_mode(const Params& p, const Context& ctx, bool have_counter) {
+  if (ctx.device.sms <= 0) return Launch::kPerTile;
+  // Tiles of one length: no causal mask, window or packed batch.
+  const bool uniform = !p.varlen() && p.window_left < 0 && p.window_right < 0;
+  switch (ctx.tuning.sm90_fwd_persistent) {
+    case 0: return Launch::kPerTile;
+    case 1:
+      if (have_counter) return Launch::kDynamic;
+      return uniform ? Launch::kStatic : Launch::kPerTile;
+    case 2: return Launch::kStatic;
+    default: return uniform ? Launch::kStatic : Launch::kPerTile;
+  }
+}
+
 template <class T>
-void launch(const Params& p, const Context& ctx, cudaStream_t stream) {
+void launch(const Params& p, const Context& ctx, void* ws, size_t ws_bytes, cudaStream_t stream) {
   sm90::FwdMaps maps{};
   // A packed batch is one entry of its total rows (the kernel adds each sequence's start).
   const int64_t b = p.varlen() ? 1 : p.batch;
@@ -48,47 +66,47 @@ void launch(const Params& p, const Context& ctx, cudaStream_t stream) {
                                 p.device.index, opted_in);
   if (err != cudaSuccess)
     fail(FA_ERROR_CUDA, "cudaFuncSetAttribute(fwd sm90 d", T::kHeadDim, "): ", cudaGetErrorString(err));
-  // Work tiles (tile_plan.h): one block each, or persistent blocks (one an SM) walking them.
+  // Work tiles (tile_plan.h): one block each, or persistent blocks (one an SM) taking them.
   const int64_t tiles = (p.seqlen_q + T::kBlockM - 1) / T::kBlockM * p.heads_q * p.batch;
-  // Tiles of one length (no causal mask, window or packed batch) or, with mode 2, any.
-  const int mode = ctx.tuning.sm90_fwd_persistent;
-  const bool uniform = !p.varlen() && p.window_left < 0 && p.window_right < 0;
-  const bool persistent = ctx.device.sms > 0 && (mode == 2 || (mode == 1 && uniform));
-  const int64_t blocks = persistent ? std::min<int64_t>(tiles, ctx.device.sms) : tiles;
+  const Launch mode = launch_mode(p, ctx, ws != nullptr && ws_bytes >= sizeof(int));
+  const int64_t blocks = mode == Launch::kPerTile ? tiles : std::min<int64_t>(tiles, ctx.device.sms);
+  if (mode == Launch::kDynamic) {
+    maps.tile_counter = static_cast<int*>(ws);
+    err = cudaMemsetAsync(ws, 0, sizeof(int), stream);
+    if (err != cudaSuccess)
+      fail(FA_ERROR_CUDA, "cudaMemsetAsync(sm90 tile counter): ", cudaGetErrorString(err));
+  }
   sm90::fwd_kernel<T><<<unsigned(blocks), T::kThreads, T::kSmemBytes, stream>>>(p, maps);
   err = cudaGetLastError();
   if (err != cudaSuccess)
     fail(FA_ERROR_CUDA, "forward kernel (sm90, d", T::kHeadDim, ") launch: ", cudaGetErrorString(err));
 }
 
-template <typename Tag, sm90::Schedule kSchedule>
-void run_schedule(const Params& p, const Context& ctx, cudaStream_t s) {
+// The call's launch arguments beyond Params and Context.
+struct Where {
+  void* ws;
+  size_t bytes;
+  cudaStream_t stream;
+};
+
+template <typename Tag, sm90::Schedule kSchedule, bool kDropout = false>
+void run_schedule(const Params& p, const Context& ctx, const Where& w) {
   switch (sm90_kernel_head_dim(p.head_dim)) {
-    case 64: return launch<sm90::FwdTraits<64, Tag, kSchedule>>(p, ctx, s);
-    case 128: return launch<sm90::FwdTraits<128, Tag, kSchedule>>(p, ctx, s);
-    default: return launch<sm90::FwdTraits<256, Tag, kSchedule>>(p, ctx, s);
+    case 64: return launch<sm90::FwdTraits<64, Tag, kSchedule, kDropout>>(p, ctx, w.ws, w.bytes, w.stream);
+    case 128: return launch<sm90::FwdTraits<128, Tag, kSchedule, kDropout>>(p, ctx, w.ws, w.bytes, w.stream);
+    default: return launch<sm90::FwdTraits<256, Tag, kSchedule, kDropout>>(p, ctx, w.ws, w.bytes, w.stream);
   }
 }
 
 // Dropout runs the ping-pong kernels whatever the schedule knob says (the ablation's other
 // schedules are not instantiated with it).
 template <typename Tag>
-void run_dropout(const Params& p, const Context& ctx, cudaStream_t s) {
-  constexpr auto kPing = sm90::Schedule::kPingPong;
-  switch (sm90_kernel_head_dim(p.head_dim)) {
-    case 64: return launch<sm90::FwdTraits<64, Tag, kPing, true>>(p, ctx, s);
-    case 128: return launch<sm90::FwdTraits<128, Tag, kPing, true>>(p, ctx, s);
-    default: return launch<sm90::FwdTraits<256, Tag, kPing, true>>(p, ctx, s);
-  }
-}
-
-template <typename Tag>
-void run(const Params& p, const Context& ctx, cudaStream_t s) {
-  if (p.dropout_p > 0.f) return run_dropout<Tag>(p, ctx, s);
+void run(const Params& p, const Context& ctx, const Where& w) {
+  if (p.dropout_p > 0.f) return run_schedule<Tag, sm90::Schedule::kPingPong, true>(p, ctx, w);
   switch (ctx.tuning.sm90_fwd_schedule) {
-    case 0: return run_schedule<Tag, sm90::Schedule::kSerial>(p, ctx, s);
-    case 1: return run_schedule<Tag, sm90::Schedule::kOverlap>(p, ctx, s);
-    default: return run_schedule<Tag, sm90::Schedule::kPingPong>(p, ctx, s);
+    case 0: return run_schedule<Tag, sm90::Schedule::kSerial>(p, ctx, w);
+    case 1: return run_schedule<Tag, sm90::Schedule::kOverlap>(p, ctx, w);
+    default: return run_schedule<Tag, sm90::Schedule::kPingPong>(p, ctx, w);
   }
 }
 
@@ -108,13 +126,22 @@ std::string sm90_fwd_refusal(const Params& p, const Context& ctx) {
   return "";
 }
 
-void sm90_forward(const Params& p, const Context& ctx, void* stream) {
+size_t sm90_forward_workspace(const Params& p, const Context& ctx) {
+  // The dynamic scheduler's counter (16 bytes keep the workspace's alignment).
+  return launch_mode(p, ctx, true) == Launch::kDynamic ? 16 : 0;
+}
+
+void sm90_forward(const Params& p, const Context& ctx, void* workspace, size_t bytes, void* stream) {
   DeviceGuard guard(p.device.index);
-  const auto s = static_cast<cudaStream_t>(stream);
+  const Where w{workspace, bytes, static_cast<cudaStream_t>(stream)};
   if (p.dtype == DType::BF16)
-    run<Bf16Tag>(p, ctx, s);
+    run<Bf16Tag>(p, ctx, w);
   else
-    run<Fp16Tag>(p, ctx, s);
+    run<Fp16Tag>(p, ctx, w);
+}
+
+void sm90_forward(const Params& p, const Context& ctx, void* stream) {
+  sm90_forward(p, ctx, nullptr, 0, stream);
 }
 
 }  // namespace fa::cuda
