@@ -3,14 +3,14 @@
 accumulators, for every N the sm90 kernels use, fp16 and bf16, in both operand forms (SS: A and B
 from shared-memory descriptors; RS: A from four registers a thread). An asm statement's operand
 list must be spelled out (N / 2 accumulators a thread), so the bodies are generated instead of
-written 28 times by hand. The output is checked in; `--check` (a CTest test) fails when it is out
+written 32 times by hand. The output is checked in; `--check` (a CTest test) fails when it is out
 of date. The wrappers around them: src/cuda/arch/wgmma.cuh."""
 import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "src" / "cuda" / "arch" / "wgmma_ops.inc"
-NS = [16, 32, 64, 96, 128, 192, 256]  # S tiles (keys per block) and O tiles (head dims)
+NS = [16, 32, 64, 80, 96, 128, 192, 256]  # S tiles (keys per block; 80 at d 256) and O tiles (head dims)
 TYPES = {"Bf16Tag": "bf16", "Fp16Tag": "f16"}
 
 

@@ -24,6 +24,11 @@
 #ifndef FA_TUNING_SM90_FWD_SCHEDULE
 #define FA_TUNING_SM90_FWD_SCHEDULE 2
 #endif
+// Keys a tile of the sm90 forward at d 256 without dropout (a compile-time choice: the kernel's
+// register and shared-memory layout follow it): 80, or 64 for the ablation.
+#ifndef FA_TUNING_SM90_FWD_D256_BLOCK_N
+#define FA_TUNING_SM90_FWD_D256_BLOCK_N 80
+#endif
 #ifndef FA_TUNING_SM90_FWD_PERSISTENT
 #define FA_TUNING_SM90_FWD_PERSISTENT 1
 #endif

@@ -37,6 +37,7 @@
 
 #include "core/mask.h"
 #include "core/params.h"
+#include "core/tuning.h"  // FA_TUNING_SM90_FWD_D256_BLOCK_N
 #include "cuda/arch/exp2.cuh"
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
@@ -52,9 +53,12 @@
 namespace fa::cuda::sm90 {
 
 // The tile sizes per head dim: 128 queries a block (two consumer warpgroups of 64 rows); keys a
-// tile 128 up to d = 128 (S: 64 fp32 registers a thread, O: d / 2), 64 at d = 256 (O already
-// holds 128 registers); two stages of K and V. Shared memory: d 64 80 KB, d 128 160 KB, d 256
-// 192 KB (the H200 gives a block 227 KB).
+// tile 128 up to d = 128 (S: 64 fp32 registers a thread, O: d / 2); at d = 256, where O already
+// holds 128 registers, 80 (S 40, P 20: FA_TUNING_SM90_FWD_D256_BLOCK_N, 64 for the ablation),
+// and 64 with dropout (whole 32-key blocks of the keep-mask); two stages of K and V. Shared
+// memory: d 64 80 KB, d 128 160 KB, d 256 224 KB at 80 keys, 192 KB at 64 (the H200 gives a
+// block 227 KB). Fewer keys a tile at d 256 pay the per-tile costs (barrier waits, issue points,
+// the row maxima's shuffles) more often.
 // The consumers' schedules (Tuning::sm90_fwd_schedule), each the previous one plus one lever:
 //   kSerial    one key tile at a time, each product waited for;
 //   kOverlap   the intra-warpgroup overlap: the softmax of tile j under the P·V of tile j - 1;
@@ -73,7 +77,9 @@ struct FwdTraits {
   static constexpr int kWgRows = 64;                // query rows a consumer (one wgmma m64)
   static constexpr int kThreads = kWgThreads * (1 + kConsumers);
   static constexpr int kBlockM = kWgRows * kConsumers;  // queries a block
-  static constexpr int kBlockN = kHeadDim <= 128 ? 128 : 64;  // keys a tile
+  static constexpr int kBlockN =
+      kHeadDim <= 128 ? 128 : kDropout_ ? 64 : FA_TUNING_SM90_FWD_D256_BLOCK_N;  // keys a tile
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "wgmma n and P·V's k steps");
   static constexpr int kStages = 2;
   static constexpr Schedule kSchedule = kSchedule_;
   // Dropout kernels (instantiated under ping-pong only): the Philox keep-mask of P, whole 32-key
@@ -94,6 +100,7 @@ struct FwdTraits {
   // -1: no more), 8 bytes.
   static constexpr int kSlotOffset = kBarOffset + 8 * (2 + 4 * kStages);
   static constexpr int kSmemBytes = kSlotOffset + 8;
+  static_assert(kSmemBytes <= 232448, "the H200's shared memory a block (227 KB)");
   static_assert(kQBytes % 1024 == 0 && kKvBytes % 1024 == 0, "tiles on 1024-byte boundaries");
 };
 
