@@ -5,13 +5,16 @@
 #                                      cuda-sm90 grid under its three schedules and the fallback
 #                                      assertions; memcheck, racecheck and synccheck on a small
 #                                      subset. Summary last.
-#   scripts/gpu-sm90.sh bench OUTDIR   the quick forward grid (bf16) with the library as it ships
-#                                      (cuda-sm80) beside builds whose cuda-sm90 is on, one per
-#                                      schedule (0 serial, 1 overlap, 2 ping-pong; persistent as
-#                                      shipped: without the causal mask), ping-pong with one
-#                                      block a tile (s2np) and persistent always (s2pa), in one
-#                                      bench/ab.sh cmake run: the ablation's table. (Six builds
-#                                      and the bench: about 8 minutes; a call of its own.)
+#   scripts/gpu-sm90.sh bench OUTDIR [launch|schedules]
+#                                      the quick forward grid (bf16) with the library as it ships
+#                                      (cuda-sm80) beside builds whose cuda-sm90 is on, in one
+#                                      bench/ab.sh cmake run (the ablation's tables): `launch`
+#                                      (default) the family's defaults (ping-pong, the dynamic
+#                                      scheduler, 80 keys a tile at d 256) and each with one lever
+#                                      off: the static walk for tiles of one length, one block a
+#                                      tile, 64 keys at d 256; `schedules` schedule 0, 1 and 2.
+#                                      (Five builds and the bench: about 7 minutes; a call of its
+#                                      own.)
 # Environment: FA_GTEST_SOURCE_DIR (default .deps/googletest: carry .deps/googletest; the bench
 # step builds the tools too, so carry .deps/CLI11, .deps/fmt and .deps/nlohmann_json for it),
 # FA_COMMIT.
@@ -49,18 +52,25 @@ case $mode in
     grep -E "Failure|Which is" "$out/tests.log" | head -10
     small='Grid/GpuSm90*s113x203_d64*:Grid/GpuSm90*s1x129_d128*'
     for tool in memcheck racecheck synccheck; do
-      timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 $tests \
+      FA_TEST_SM90_SCHEDULES=2 timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 $tests \
         --gtest_filter="$small" > "$out/$tool.log" 2>&1
       echo "$tool: rc=$? $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$out/$tool.log" | tr '\n' ' ')"
     done
     ;;
   bench)
+    on='-DFA_TUNING_SM90_FWD=1'
+    case ${3:-launch} in
+      schedules)  # the consumers' schedules, each with the default launch
+        variants=(sm90s0="$on -DFA_TUNING_SM90_FWD_SCHEDULE=0" sm90s1="$on -DFA_TUNING_SM90_FWD_SCHEDULE=1"
+                  sm90s2="$on") ;;
+      launch)  # the default (ping-pong, dynamic scheduler, 80 keys a tile at d 256) and one lever off
+        variants=(sm90="$on" sm90static="$on -DFA_TUNING_SM90_FWD_PERSISTENT=3"
+                  sm90pertile="$on -DFA_TUNING_SM90_FWD_PERSISTENT=0"
+                  sm90n64="$on -DFA_TUNING_SM90_FWD_D256_BLOCK_N=64") ;;
+      *) echo "bench sets: launch (default), schedules" >&2; exit 2 ;;
+    esac
     FA_AB_HEAD_DIMS="64;128;256" FA_AB_BENCH_ARGS="--dims 64,128,256" bench/ab.sh cmake "$out" \
-      sm90s0='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=0' \
-      sm90s1='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=1' \
-      sm90s2='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=2' \
-      sm90s2np='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=2 -DFA_TUNING_SM90_FWD_PERSISTENT=0' \
-      sm90s2pa='-DFA_TUNING_SM90_FWD=1 -DFA_TUNING_SM90_FWD_SCHEDULE=2 -DFA_TUNING_SM90_FWD_PERSISTENT=2'
+      "${variants[@]}"
     ;;
-  *) echo "usage: scripts/gpu-sm90.sh test|bench OUTDIR" >&2; exit 2 ;;
+  *) echo "usage: scripts/gpu-sm90.sh test OUTDIR | bench OUTDIR [launch|schedules]" >&2; exit 2 ;;
 esac
