@@ -207,14 +207,18 @@ void load_rows_t(const RowAt& src, int64_t rows, int64_t rows_pad, int64_t d, in
     for (int64_t r = rows; r < rows_pad; ++r) dst[c * ld + r] = 0.f;
   for (int64_t c = d; c < d_pad; ++c)
     for (int64_t r = 0; r < rows; ++r) dst[c * ld + r] = 0.f;
-  constexpr int64_t kChunk = 64;  // a row converted a chunk at a time, then scattered
-  float row[kChunk];
+  constexpr int64_t kChunk = 64;  // a 16-bit row converted a chunk at a time, then scattered
+  [[maybe_unused]] float row[kChunk];
   for (int64_t r = 0; r < rows; ++r) {
     const T* in = src(r);
-    for (int64_t c0 = 0; c0 < d; c0 += kChunk) {
-      const int64_t n = std::min(kChunk, d - c0);
-      convert_row(in + c0, n, 1.f, row);
-      for (int64_t c = 0; c < n; ++c) dst[(c0 + c) * ld + r] = row[c];
+    if constexpr (std::is_same_v<T, float>) {
+      for (int64_t c = 0; c < d; ++c) dst[c * ld + r] = in[c];
+    } else {
+      for (int64_t c0 = 0; c0 < d; c0 += kChunk) {
+        const int64_t n = std::min(kChunk, d - c0);
+        convert_row(in + c0, n, 1.f, row);
+        for (int64_t c = 0; c < n; ++c) dst[(c0 + c) * ld + r] = row[c];
+      }
     }
   }
 }
