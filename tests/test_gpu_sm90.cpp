@@ -8,6 +8,7 @@
 // for them, after its first GPU runs (which passed the fixed-length causal / full grid).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -107,6 +108,37 @@ std::vector<Case> sm90_cases() {
       ++n;
       out.push_back(c);
     }
+  // GQA packing: short query blocks over groups of 2, 4, 8, 32 query heads a KV head (and 3,
+  // which does not pack), with the mask, windows, softcap, ALiBi and packed batches; the group's
+  // heads share a tile, so rows of one tile sit at different heads and positions.
+  int k = 0;
+  for (const int group : {4, 8, 2, 32, 3})
+    for (const int sq : {1, 7, 33, 100})
+      for (int feature = 0; feature < 3; ++feature) {
+        Case c;
+        c.dtype = (k % 2) ? FA_DTYPE_FP16 : FA_DTYPE_BF16;
+        c.batch = 2;
+        c.heads_kv = group == 32 ? 1 : 2;
+        c.heads_q = c.heads_kv * group;
+        c.head_dim = (k % 3 == 0) ? 128 : (k % 3 == 1) ? 64 : 256;
+        c.seqlen_q = sq;
+        c.seqlen_k = 300 + 37 * (k % 4);
+        if (feature == 1) c.causal = true;
+        if (feature == 2) {
+          c.window_left = 60;
+          c.window_right = 3;
+          c.alibi = (k % 2) == 0;
+          c.softcap = (k % 2) ? 10.f : 0.f;
+        }
+        if (k % 4 == 3) {
+          c.batch = 3;
+          c.lens_q = {int32_t(sq), 0, std::max(1, sq / 2)};
+          c.lens_k = {int32_t(c.seqlen_k), 40, 0};
+        }
+        c.seed = uint64_t(seed++);
+        ++k;
+        out.push_back(c);
+      }
   // More work tiles than the H200's 132 SMs, so that a persistent block takes several, some of
   // them (causal, seqlen_q > seqlen_k) rows that see no key.
   for (const int d : {64, 128, 256})
@@ -148,16 +180,20 @@ TEST_P(GpuSm90, ForwardMatchesReferenceAndRanSm90) {
   if (skip_without_sm90(&why)) GTEST_SKIP() << why;
   ASSERT_TRUE(why.empty()) << why;
   // Persistent, the dynamic scheduler (1) and the static walk (2), under every schedule; one
-  // block a tile (0) under the default one.
+  // block a tile (0) under the default one; GQA packing (where the call qualifies) on, and off
+  // once.
   for (const int schedule : schedules_to_run())
-  for (const int persistent : {1, 2, 0}) {
+  for (const int persistent : {1, 2, 0})
+  for (const bool pack : {true, false}) {
     if (persistent == 0 && schedule != 2) continue;
+    if (!pack && !(schedule == 2 && persistent == 1)) continue;
     SCOPED_TRACE(::testing::Message() << "Tuning::sm90_fwd_schedule " << schedule << ", persistent "
-                                      << persistent);
+                                      << persistent << ", pack_gqa " << pack);
     Problem pr(GetParam());
     DeviceProblem dev(pr, FA_BACKEND_AUTO), no_lse(pr, FA_BACKEND_AUTO);
     Tuning t = sm90_on();
     t.sm90_fwd_schedule = schedule;
+    t.sm90_fwd_pack_gqa = pack;
     t.sm90_fwd_persistent = persistent;
     ASSERT_EQ(family(dev.p, t), "cuda-sm90");
     run_pass(dev.p, false, &t);

@@ -51,6 +51,11 @@ TEST(Sm90TilePlan, VisitsExactlyTheSeenTilesAndMasksWhereNeeded) {
               for (int j = kt.begin; j < kt.end; ++j) {
                 // Unmasked over the padded rows too (the consumers test 64-row halves).
                 for (const int64_t span : {real, int64_t(rows)}) {
+                  // The closed form agrees with the tile-by-tile test.
+                  const KeyTiles um = unmasked_key_tiles(vis, row0, span, len_k, kN);
+                  ASSERT_EQ(j >= um.begin && j < um.end,
+                            !key_tile_needs_mask(vis, row0, span, int64_t(j) * kN, len_k, kN))
+                      << where << ": tile " << j << " span " << span;
                   if (key_tile_needs_mask(vis, row0, span, int64_t(j) * kN, len_k, kN)) continue;
                   for (int64_t key = int64_t(j) * kN; key < int64_t(j + 1) * kN; ++key)
                     for (int64_t r = row0; r < row0 + span; ++r)

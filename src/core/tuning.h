@@ -29,6 +29,9 @@
 #ifndef FA_TUNING_SM90_FWD_D256_BLOCK_N
 #define FA_TUNING_SM90_FWD_D256_BLOCK_N 80
 #endif
+#ifndef FA_TUNING_SM90_FWD_PACK_GQA
+#define FA_TUNING_SM90_FWD_PACK_GQA 1
+#endif
 #ifndef FA_TUNING_SM90_FWD_PERSISTENT
 #define FA_TUNING_SM90_FWD_PERSISTENT 1
 #endif
@@ -64,6 +67,9 @@ struct Tuning {
   // heads and lose the L2 reuse of one head's K / V that in-order dispatch keeps), hence 3 and
   // the dynamic scheduler (not yet measured).
   int sm90_fwd_persistent = FA_TUNING_SM90_FWD_PERSISTENT;
+  // cuda-sm90's GQA packing: with seqlen_q < 128 and a power-of-two group up to 32, one work tile
+  // holds the group's query heads (fwd_sm90.cu, pack_log2), so K / V are read once a KV head.
+  bool sm90_fwd_pack_gqa = FA_TUNING_SM90_FWD_PACK_GQA != 0;
 };
 
 // What a call's launchers need beyond its Params: the device's properties (queried once per

@@ -29,12 +29,13 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
 }  // namespace
 
 bool encode_row_tiles(const View& v, int64_t batch, int64_t rows, int64_t heads, int64_t head_dim,
-                      int box_rows, CUtensorMap* map) {
+                      int box_rows, CUtensorMap* map, int box_heads) {
   const auto fn = encode_fn();
   // The kernels pass coordinates as 32-bit ints.
   constexpr int64_t kMaxCoord = (int64_t(1) << 31) - 1;
   if (fn == nullptr || v.data == nullptr || batch < 1 || rows < 1 || heads < 1 || head_dim < 1 ||
-      batch > kMaxCoord || rows > kMaxCoord || heads > kMaxCoord)
+      batch > kMaxCoord || rows > kMaxCoord || heads > kMaxCoord || box_heads < 1 ||
+      box_heads > 256 || box_rows < 1 || box_rows > 256)
     return false;
   // Bytes between consecutive heads, rows, sequences. A batch of one (or a packed batch) may
   // carry any stride_b: its only coordinate is 0, so it gets one past the whole view.
@@ -45,7 +46,8 @@ bool encode_row_tiles(const View& v, int64_t batch, int64_t rows, int64_t heads,
   const cuuint64_t strides[3] = {cuuint64_t(sh), cuuint64_t(ss), cuuint64_t(sb)};
   for (int64_t s : {sh, ss, sb})
     if (s <= 0 || s % 16 != 0 || s >= (int64_t(1) << 40)) return false;
-  const cuuint32_t box[4] = {SwizzledTile<8, 64>::kBlockCols, 1, cuuint32_t(box_rows), 1};
+  const cuuint32_t box[4] = {SwizzledTile<8, 64>::kBlockCols, cuuint32_t(box_heads),
+                             cuuint32_t(box_rows), 1};
   const cuuint32_t unit[4] = {1, 1, 1, 1};
   CUtensorMap m;
   if (fn(&m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, v.data, dims, strides, box, unit,

@@ -22,7 +22,10 @@ struct QdoMaps {
   CUtensorMap q, dout;
 };
 
+// box_heads > 1: boxes of box_heads consecutive heads x box_rows rows, landing in shared memory
+// as box_rows * box_heads rows (row-major: a row's heads together), e.g. the sm90 forward's GQA
+// packing.
 bool encode_row_tiles(const View& v, int64_t batch, int64_t rows, int64_t heads, int64_t head_dim,
-                      int box_rows, CUtensorMap* map);
+                      int box_rows, CUtensorMap* map, int box_heads = 1);
 
 }  // namespace fa::cuda

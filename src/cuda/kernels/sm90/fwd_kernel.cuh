@@ -109,9 +109,11 @@ struct FwdTraits {
 // launch (blocks take tiles gridDim.x + atomicAdd(counter, 1) after their first, blockIdx.x, in
 // the order they free up: longest first where tile_plan.h orders them so); nullptr: the static
 // walk blockIdx.x, + gridDim.x, ...
+// pack_log2: GQA packing (the kernel's header comment); 0: tiles of one query head.
 struct FwdMaps {
   CUtensorMap q, k, v;
   int* tile_counter;
+  int pack_log2;
 };
 
 // The online softmax's lazy rescale: the reference max moves only when a tile's max exceeds it
@@ -143,12 +145,45 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   const int tid = threadIdx.x, wg = tid / T::kWgThreads, lane = tid % 32;
   const int warp = (tid % T::kWgThreads) / 32;  // in the warpgroup
-  // Work tiles of kM queries over the longest sequence (packed batches: the max_seqlen bound);
-  // a tile past its sequence's end is skipped by producer and consumers alike.
-  const int m_blocks = int((p.seqlen_q + kM - 1) / kM), heads = int(p.heads_q);
-  const int num_tiles = m_blocks * heads * int(p.batch);  // (the launch checks that it fits)
+  // Work tiles of kM rows over the longest sequence (packed batches: the max_seqlen bound); a
+  // tile past its sequence's end is skipped by producer and consumers alike. A tile's rows are
+  // queries of one head, or with GQA packing (maps.pack_log2 > 0) the 2^pack_log2 query heads of
+  // one KV head interleaved: tile row r is query position r >> pack_log2 of head
+  // (kv head << pack_log2) + (r & (2^pack_log2 - 1)), so that K / V are read once for the group.
+  const int lp = maps.pack_log2;
+  const bool packed = lp > 0;
+  const int tile_heads = packed ? int(p.heads_kv) : int(p.heads_q);
+  const int m_blocks = int(((p.seqlen_q << lp) + kM - 1) / kM);
+  const int num_tiles = m_blocks * tile_heads * int(p.batch);  // (the launch checks that it fits)
   const int group = int(p.heads_q / p.heads_kv);
   const bool reverse = p.window_right >= 0;  // causal: later tiles see more keys (tile_plan.h)
+  // What a work tile covers, as producer and consumers both compute it (tile_plan.h).
+  struct Plan {
+    int64_t m0;     // its first row
+    int th, b;      // its head (the KV head when packed) and batch entry
+    SeqInfo sq;
+    Visibility vis;
+    KeyTiles kt;    // the key tiles its rows see
+    bool live;      // inside its sequence
+  };
+  auto plan = [&](int tile) {
+    const TileCoord tc = tile_coord(tile, m_blocks, tile_heads, reverse);
+    Plan pl;
+    pl.m0 = int64_t(tc.m_block) * kM;
+    pl.th = tc.head;
+    pl.b = tc.batch;
+    pl.sq = p.seq(tc.batch);
+    pl.vis = Visibility{pl.sq.len_k - pl.sq.len_q, p.window_left, p.window_right};
+    const int64_t len_rows = pl.sq.len_q << lp;
+    pl.live = pl.m0 < len_rows;
+    pl.kt = KeyTiles{0, 0};
+    if (pl.live) {
+      const int64_t rows = len_rows - pl.m0 < kM ? len_rows - pl.m0 : kM;
+      const int64_t pos0 = pl.m0 >> lp, npos = ((pl.m0 + rows - 1) >> lp) - pos0 + 1;
+      pl.kt = key_tiles(pl.vis, pos0, npos, pl.sq.len_k, kN);
+    }
+    return pl;
+  };
   // A packed batch's maps are batch 1 over its total rows; the sequence's rows start at q_start,
   // k_start (fixed-length batches: 0, and the batch entry is the map's outer coordinate).
   auto map_batch = [&](int b) { return p.varlen() ? 0 : b; };
@@ -182,14 +217,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                                             : tile + int(gridDim.x);
       };
       for (int tile = int(blockIdx.x); tile < num_tiles; tile = advance(tile)) {
-        const TileCoord tc = tile_coord(tile, m_blocks, heads, reverse);
-        const SeqInfo sq = p.seq(tc.batch);
-        const int64_t m0 = int64_t(tc.m_block) * kM;
-        if (m0 >= sq.len_q) continue;  // past its sequence's end (packed batches): not announced
-        const int hk = tc.head / group, bm = map_batch(tc.batch);
-        const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
-        const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
-        const KeyTiles kt = key_tiles(vis, m0, rows, sq.len_k, kN);
+        const Plan pl = plan(tile);
+        if (!pl.live) continue;  // past its sequence's end (packed batches): not announced
+        const SeqInfo& sq = pl.sq;
+        const KeyTiles& kt = pl.kt;
+        const int hk = packed ? pl.th : pl.th / group, bm = map_batch(pl.b);
+        // Q's box: kM rows of one head, or (packed) kM >> lp positions x the group's heads.
+        const int q_head = packed ? pl.th << lp : pl.th;
+        const int q_row = int(sq.q_start + (pl.m0 >> lp));
         // Q of the previous tile is free once both consumers' last Q·Kᵀ of it is done.
         if (round > 0) mbar_wait(q_empty, uint32_t((round - 1) & 1));
         ++round;
@@ -197,8 +232,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         mbar_arrive_expect_tx(q_full, uint32_t(T::kQBytes));
 #pragma unroll
         for (int blk = 0; blk < T::QTile::kBlocks; ++blk)
-          tma_load_4d(sQ + uint32_t(blk * kM) * kSw128RowBytes, &maps.q, blk * kBoxCols, tc.head,
-                      int(sq.q_start + m0), bm, q_full);
+          tma_load_4d(sQ + uint32_t(blk * kM) * kSw128RowBytes, &maps.q, blk * kBoxCols, q_head,
+                      q_row, bm, q_full);
         for (int it = kt.begin; it < kt.end; ++it, ++kv) {
           const int key_row = int(sq.k_start) + it * kN;
           const int s = kv % kStages;
@@ -259,13 +294,18 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   int kv0 = 0;    // the ring's position at this tile's first key tile (as the producer's kv)
   int round = 0;  // work tiles whose Q was loaded (as the producer's round)
-  // The current work tile (set by `enter`).
-  int64_t m0 = 0, h = 0, b = 0, wg_row0 = 0, r0 = 0;
-  SeqInfo sq{};
-  Visibility vis{0, -1, -1};
-  KeyTiles kt{0, 0};
+  // The current work tile (set by `enter`), in 32-bit values where they fit (positions and
+  // keys do: validation bounds the sequences), to keep the main loop's registers. This thread's
+  // two rows r0, r0 + 8 are query positions pos[r] of heads head[r] (the same head unless
+  // packed); row r sees keys [lo[r], hi[r]) (its window within [0, len_k)), its ALiBi distance
+  // is |diag[r] - key| with slope[r]; key tiles [um.begin, um.end) need no mask for any row of
+  // this warpgroup (tile_plan.h).
+  int64_t q_start = 0;
+  int h = 0, b = 0, r0 = 0, len_q = 0, pos[2] = {0, 0}, head[2] = {0, 0};
+  int lo[2] = {0, 0}, hi[2] = {0, 0}, diag[2] = {0, 0};
+  float slope[2] = {0.f, 0.f};
+  KeyTiles kt{0, 0}, um{0, 0};
   int n_tiles = 0;
-  Logit<float> logit{0.f, 0.f, 0};
   FwdDropout dr{};
   // The next work tile as the producer announces it (-1: none left); its Q has then landed.
   auto announced = [&] {
@@ -273,19 +313,32 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     return *tile_slot;
   };
   auto enter = [&](int tile) {
-    const TileCoord tc = tile_coord(tile, m_blocks, heads, reverse);
-    sq = p.seq(tc.batch);
-    m0 = int64_t(tc.m_block) * kM, h = tc.head, b = tc.batch;
-    vis = Visibility{sq.len_k - sq.len_q, p.window_left, p.window_right};
-    const int64_t rows = sq.len_q - m0 < kM ? sq.len_q - m0 : kM;
-    kt = key_tiles(vis, m0, rows, sq.len_k, kN);  // as the producer's
+    const Plan pl = plan(tile);  // as the producer's
+    const Visibility& vis = pl.vis;
+    kt = pl.kt;
+    h = pl.th, b = pl.b;
+    q_start = pl.sq.q_start, len_q = int(pl.sq.len_q);
     n_tiles = kt.end - kt.begin;
-    wg_row0 = m0 + T::kWgRows * c;
-    r0 = wg_row0 + 16 * warp + g;
-    logit = Logit<float>{p.softcap, p.alibi_slope(b, h), vis.offset};
-    if constexpr (T::kDropout)
+    const int64_t len_k = pl.sq.len_k, wg_row0 = pl.m0 + T::kWgRows * c;
+    const int64_t wg_pos0 = wg_row0 >> lp;
+    um = unmasked_key_tiles(vis, wg_pos0, ((wg_row0 + T::kWgRows - 1) >> lp) - wg_pos0 + 1, len_k, kN);
+    r0 = int(wg_row0) + 16 * warp + g;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = r0 + 8 * r;
+      pos[r] = row >> lp;
+      head[r] = packed ? (h << lp) + (row & ((1 << lp) - 1)) : h;
+      const int64_t dg = pos[r] + vis.offset;
+      diag[r] = int(dg);
+      const int64_t first = vis.window_left < 0 ? 0 : dg - vis.window_left;
+      const int64_t last = vis.window_right < 0 ? len_k : dg + vis.window_right + 1;
+      lo[r] = int(first < 0 ? 0 : first > len_k ? len_k : first);
+      hi[r] = int(last < 0 ? 0 : last > len_k ? len_k : last);
+      slope[r] = p.alibi_slope(b, head[r]);
+    }
+    if constexpr (T::kDropout)  // never packed (the launch's choice)
       dr = FwdDropout{DropoutStream::make(p.seed, p.offset, p.dropout_p),
-                      uint32_t(b * p.heads_q + h), int(r0)};
+                      uint32_t(b * p.heads_q + h), r0};
   };
   float o[kD / 2];
   // Running max (in the units of x: raw scores, logits or prescaled scores) and row sums.
@@ -341,26 +394,28 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // by more than 2^8 in P (a warp-uniform vote), so most tiles skip O's d-wide rescale. Returns
   // whether O needs the rescale by alpha (after the P·V in flight).
   auto softmax = [&](int it, float (&sc)[kN / 2], float (&alpha)[2]) -> bool {
-    const int64_t n0 = int64_t(kt.begin + it) * kN, len_k = sq.len_k;
-    if (transform) {
+    const int tile_n = kt.begin + it, n0 = tile_n * kN;
+    if (transform) {  // core/mask.h's Logit: softcap(scale x) - slope |diag - key|
 #pragma unroll
       for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int64_t key = n0 + 8 * j + 2 * t + (e & 1), row = r0 + 8 * (e / 2);
-          sc[4 * j + e] = logit(sc[4 * j + e] * p.softmax_scale, row, key);
+          const int key = n0 + 8 * j + 2 * t + (e & 1);
+          float x = sc[4 * j + e] * p.softmax_scale;
+          if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
+          sc[4 * j + e] = x - slope[e / 2] * fabsf(float(diag[e / 2] - key));
         }
     } else if (prescale) {
 #pragma unroll
       for (int i = 0; i < kN / 2; ++i) sc[i] *= p.softmax_scale * kLog2e;
     }
-    if (key_tile_needs_mask(vis, wg_row0, T::kWgRows, n0, len_k, kN)) {
+    if (tile_n < um.begin || tile_n >= um.end) {
 #pragma unroll
       for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int64_t key = n0 + 8 * j + 2 * t + (e & 1), row = r0 + 8 * (e / 2);
-          if (key >= len_k || !vis.visible(row, key)) sc[4 * j + e] = -INFINITY;
+          const int key = n0 + 8 * j + 2 * t + (e & 1);
+          if (key < lo[e / 2] || key >= hi[e / 2]) sc[4 * j + e] = -INFINITY;
         }
     }
     float tile_max[2];
@@ -403,7 +458,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // Dropout after the row sums took the undropped P; kept values stay unscaled (the
     // epilogue's 1 / (1 - p)). This warp's 16 rows of S have the mma C-fragment layout.
     if constexpr (T::kDropout)
-      apply_dropout<1, kN>(dr, int(n0), *reinterpret_cast<float(*)[1][kN / 8][4]>(&sc), lane);
+      apply_dropout<1, kN>(dr, n0, *reinterpret_cast<float(*)[1][kN / 8][4]>(&sc), lane);
     return rescale_o;
   };
   auto rescale = [&](const float (&alpha)[2]) {
@@ -428,11 +483,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       float sum = l[r];
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const int64_t row = r0 + 8 * r;
       float inv = sum > 0.f ? 1.f / sum : 0.f;
       if constexpr (T::kDropout) inv *= dr.drop.keep_scale;  // kept P's 1 / (1 - p)
-      if (row < sq.len_q) {
-        uint16_t* out = p.out.at<uint16_t>(b, sq.q_start + row, h);
+      if (pos[r] < len_q) {
+        uint16_t* out = p.out.at<uint16_t>(b, q_start + pos[r], head[r]);
 #pragma unroll
         for (int j = 0; j < kD / 8; ++j) {
           const int col = 8 * j + 2 * t;
@@ -441,7 +495,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                 pack2<Tag>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
         }
         if (t == 0 && p.lse.data != nullptr)
-          p.lse.at(b, h, sq.q_start + row) =
+          p.lse.at(b, head[r], q_start + pos[r]) =
               sum > 0.f ? (mx[r] * c_log2 + log2f(sum)) * kLn2 : -INFINITY;
       }
     }
@@ -525,12 +579,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         next = announced();
         int next_keys = 0;
         if (next >= 0) {
-          const TileCoord tc = tile_coord(next, m_blocks, heads, reverse);
-          const SeqInfo nsq = p.seq(tc.batch);
-          const Visibility nvis{nsq.len_k - nsq.len_q, p.window_left, p.window_right};
-          const int64_t nm0 = int64_t(tc.m_block) * kM;
-          const int64_t nrows = nsq.len_q - nm0 < kM ? nsq.len_q - nm0 : kM;
-          const KeyTiles nkt = key_tiles(nvis, nm0, nrows, nsq.len_k, kN);
+          const KeyTiles nkt = plan(next).kt;
           next_keys = nkt.end - nkt.begin;
         }
         if (next_keys > 0) {

@@ -51,13 +51,34 @@ Launch launch_mode(const Params& p, const Context& ctx, bool have_counter) {
   }
 }
 
+// GQA packing (fwd_kernel.cuh): log2 of the query heads a KV head's tile interleaves, or 0.
+// Where a tile of one head would be mostly empty (seqlen_q < 128) and the group is a power of
+// two up to 32 (128 rows hold whole groups): K / V are then read once for the group instead of
+// once a query head. Not with dropout (the keep-mask's blocks are rows of one head).
+int pack_log2(const Params& p, const Context& ctx) {
+  const int64_t g = p.heads_q / p.heads_kv;
+  if (!ctx.tuning.sm90_fwd_pack_gqa || g < 2 || g > 32 || (g & (g - 1)) != 0) return 0;
+  if (p.dropout_p > 0.f || p.seqlen_q >= 128) return 0;
+  int lp = 0;
+  while ((int64_t(1) << lp) < g) ++lp;
+  return lp;
+}
+
+// Work tiles of a call (tile_plan.h; rows of the packed query heads when packing).
+int64_t work_tiles(const Params& p, int lp, int block_m) {
+  const int64_t heads = lp > 0 ? p.heads_kv : p.heads_q;
+  return ((p.seqlen_q << lp) + block_m - 1) / block_m * heads * p.batch;
+}
+
 template <class T>
 void launch(const Params& p, const Context& ctx, void* ws, size_t ws_bytes, cudaStream_t stream) {
   sm90::FwdMaps maps{};
+  maps.pack_log2 = pack_log2(p, ctx);
+  const int pack = 1 << maps.pack_log2;
   // A packed batch is one entry of its total rows (the kernel adds each sequence's start).
   const int64_t b = p.varlen() ? 1 : p.batch;
   const int64_t rows_q = p.varlen() ? p.total_q : p.seqlen_q, rows_k = p.varlen() ? p.total_k : p.seqlen_k;
-  if (!encode_row_tiles(p.q, b, rows_q, p.heads_q, p.head_dim, T::kBlockM, &maps.q) ||
+  if (!encode_row_tiles(p.q, b, rows_q, p.heads_q, p.head_dim, T::kBlockM / pack, &maps.q, pack) ||
       !encode_row_tiles(p.k, b, rows_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.k) ||
       !encode_row_tiles(p.v, b, rows_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.v))
     fail(FA_ERROR_UNSUPPORTED, "the sm90 forward's tensor maps could not be encoded for these views");
@@ -67,7 +88,7 @@ void launch(const Params& p, const Context& ctx, void* ws, size_t ws_bytes, cuda
   if (err != cudaSuccess)
     fail(FA_ERROR_CUDA, "cudaFuncSetAttribute(fwd sm90 d", T::kHeadDim, "): ", cudaGetErrorString(err));
   // Work tiles (tile_plan.h): one block each, or persistent blocks (one an SM) taking them.
-  const int64_t tiles = (p.seqlen_q + T::kBlockM - 1) / T::kBlockM * p.heads_q * p.batch;
+  const int64_t tiles = work_tiles(p, maps.pack_log2, T::kBlockM);
   const Launch mode = launch_mode(p, ctx, ws != nullptr && ws_bytes >= sizeof(int));
   const int64_t blocks = mode == Launch::kPerTile ? tiles : std::min<int64_t>(tiles, ctx.device.sms);
   if (mode == Launch::kDynamic) {
@@ -121,7 +142,7 @@ std::string sm90_fwd_refusal(const Params& p, const Context& ctx) {
   if (p.head_dim % 8 != 0 || sm90_kernel_head_dim(p.head_dim) == 0) return "head_dim";
   if (p.seqlen_q > (int64_t(1) << 30) || p.seqlen_k > (int64_t(1) << 30)) return "seqlen > 2^30";
   if (p.total_q >= (int64_t(1) << 31) || p.total_k >= (int64_t(1) << 31)) return "rows past 2^31";
-  if ((p.seqlen_q + 127) / 128 * p.heads_q * p.batch >= (int64_t(1) << 31))
+  if (work_tiles(p, pack_log2(p, ctx), 128) >= (int64_t(1) << 31))
     return "more than 2^31 work tiles";
   return "";
 }

@@ -30,6 +30,20 @@ FA_HOST_DEVICE bool key_tile_needs_mask(const Visibility& vis, int64_t row0, int
   return n0 + kN > len_k || !vis.block_unmasked(row0, row0 + rows, n0, n0 + kN);
 }
 
+// The key tiles [begin, end) (absolute tile indices, possibly empty) in which every (row, key)
+// pair of rows [row0, row0 + rows) is visible and inside [0, len_k): the tiles that need no
+// mask. The same answer as !key_tile_needs_mask tile by tile, in closed form (tested so).
+FA_HOST_DEVICE KeyTiles unmasked_key_tiles(const Visibility& vis, int64_t row0, int64_t rows,
+                                           int64_t len_k, int kN) {
+  // Every row sees [lo, hi): the last row's left bound, the first row's right bound.
+  const int64_t lo = vis.window_left < 0 ? 0 : row0 + rows - 1 + vis.offset - vis.window_left;
+  int64_t hi = vis.window_right < 0 ? len_k : row0 + vis.offset + vis.window_right + 1;
+  if (hi > len_k) hi = len_k;
+  const int64_t begin = lo <= 0 ? 0 : (lo + kN - 1) / kN;  // first tile starting at or after lo
+  const int64_t end = hi <= 0 ? 0 : hi / kN;                // tiles ending at or before hi
+  return {int(begin), int(end > begin ? end : begin)};
+}
+
 // A block's work item: one 128-query tile of one (head, batch entry). The persistent kernel walks
 // tiles blockIdx.x, + gridDim.x, ...; tile numbers run m fastest inside a (head, batch entry), so
 // that the blocks running at once share one head's K / V in L2. With a right bound on the keys
