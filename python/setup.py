@@ -1,7 +1,7 @@
 """Packaging step that pyproject.toml cannot express: bundle a built libflashattn.
 
 At build time the first library found is copied to flashattn/lib/libflashattn.so inside the
-wheel: $FA_LIBRARY, else the repository's CMake build directories (build/, build-gpu/,
+wheel, with its CUDA backend libflashattn_cuda.so when one is beside it: $FA_LIBRARY, else the repository's CMake build directories (build/, build-gpu/,
 build-cpu/ next to this python/ folder). Without one the package installs without a library and
 finds it at run time through $FA_LIBRARY (docs/python.md)."""
 import os
@@ -43,6 +43,11 @@ class BuildPyWithLibrary(build_py):
         # copy follows the libflashattn.so -> .so.0 -> .so.0.3.0 symlinks: one real file.
         shutil.copy(LIBRARY, os.path.join(dest, "libflashattn.so"))
         print(f"flashattn: bundled {os.path.realpath(LIBRARY)}")
+        # A CUDA build's backend, which libflashattn.so opens from its own directory.
+        backend = os.path.join(os.path.dirname(LIBRARY), "libflashattn_cuda.so")
+        if os.path.isfile(backend):
+            shutil.copy(backend, os.path.join(dest, "libflashattn_cuda.so"))
+            print(f"flashattn: bundled {backend}")
 
 
 class MaybeBinaryDistribution(Distribution):

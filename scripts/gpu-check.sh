@@ -52,8 +52,9 @@ for p in "${pids[@]}"; do wait "$p" || rc=$?; done
 cat "$out"/gpu-tests-*.log > "$out/gpu-tests.log" && rm -f "$out"/gpu-tests-*.log
 summary+=("gpu tests: rc=$rc, $(grep -cE '^\[ +OK' "$out/gpu-tests.log") ok, $(grep -cE '^\[  FAILED' "$out/gpu-tests.log") failed lines, $(grep -cE '^\[  SKIPPED' "$out/gpu-tests.log") skipped, $(( $(date +%s) - t0 ))s")
 
-# Per-kernel SASS instruction counts (scripts/sass_counts.py), for before / after comparisons.
-python3 scripts/sass_counts.py build-gpu/libflashattn.so > "$out/sass.tsv" 2> "$out/sass.log"
+# Per-kernel SASS instruction counts (scripts/sass_counts.py) of the CUDA backend, for before /
+# after comparisons.
+python3 scripts/sass_counts.py build-gpu/libflashattn_cuda.so > "$out/sass.tsv" 2> "$out/sass.log"
 summary+=("sass counts: rc=$? $(($(wc -l < "$out/sass.tsv") - 1)) kernels in sass.tsv")
 
 # memcheck (with the hostile cu_seqlens of test_gpu_hostile.cpp) and racecheck side by side.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-kernel SASS instruction counts of a CUDA binary, for before/after comparisons of a refactor.
 
-    python3 scripts/sass_counts.py build-gpu/libflashattn.so > counts.tsv
+    python3 scripts/sass_counts.py build-gpu/libflashattn_cuda.so > counts.tsv
     python3 scripts/sass_counts.py --diff before.tsv after.tsv
 
 The first form runs `cuobjdump -sass` and prints one line per kernel: the instruction count, the

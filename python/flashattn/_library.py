@@ -9,6 +9,11 @@ version. The search order is documented in docs/python.md:
      CMake build directories of that checkout: build/, build-gpu/, build-cpu/;
   3. a copy installed next to this file (flashattn/lib/), which `pip install ./python` puts there
      when it finds a built library at install time.
+
+The library opens its CUDA backend (libflashattn_cuda.so, CUDA builds only) by itself, from the
+directory it was loaded from, the first time a call needs CUDA; a CPU-only process never loads a
+CUDA library. cuda_backend_path() says where that is. A copy of libflashattn.so moved elsewhere
+(FA_LIBRARY) runs CPU calls alone and needs the backend beside it for CUDA tensors.
 """
 import ctypes
 import os
@@ -122,6 +127,12 @@ def library_path():
     """Path of the loaded libflashattn (loads it if needed)."""
     load()
     return _path
+
+
+def cuda_backend_path():
+    """Where the loaded libflashattn opens its CUDA backend from (existing or not): the file
+    libflashattn_cuda.so in the library's own directory."""
+    return os.path.join(os.path.dirname(library_path()), "libflashattn_cuda.so")
 
 
 def build_info():

@@ -4,13 +4,9 @@
 #include <optional>
 #include <string>
 
+#include "core/cuda_backend.h"
 #include "core/error.h"
 #include "cpu/backend.h"
-#ifdef FA_WITH_CUDA
-#include "cuda/backend.h"
-#include "cuda/fwd_sm90.h"
-#include "cuda/kernels/vanilla/vanilla.h"
-#endif
 
 namespace fa {
 
@@ -64,59 +60,44 @@ struct CpuRow {
 };
 
 #ifdef FA_WITH_CUDA
-// ---- CUDA: the sm80 family (FlashAttention-2: mma.sync + cp.async; Ampere, Ada, Hopper) -----
-struct Sm80Row {
+// ---- CUDA: the families of the CUDA backend (libflashattn_cuda.so, opened on first use through
+// core/cuda_backend.h's table; the backend implements each row, the registry orders them) ------
+void check_status(fa_status status, const char* message) {
+  if (status != FA_OK) throw ApiError(status, message != nullptr ? message : "CUDA backend error");
+}
+
+template <CudaFamily kFamily>
+struct CudaRow {
   static void check(const Params& p, Pass pass, const Context& ctx) {
-    if (pass == Pass::Backward)
-      cuda::check_backward(p, ctx);  // FA_ERROR_BACKEND in a build without backward kernels
-    else
-      cuda::check_forward(p, ctx);
+    const char* message = nullptr;
+    check_status(cuda_backend().check(kFamily, &p, pass == Pass::Backward, &ctx, &message),
+                 message);
   }
   static size_t workspace(const Params& p, Pass pass, const Context& ctx) {
-    return pass == Pass::Forward ? 0 : cuda::backward_workspace(p, ctx);
+    const char* message = nullptr;
+    size_t bytes = 0;
+    check_status(
+        cuda_backend().workspace(kFamily, &p, pass == Pass::Backward, &ctx, &bytes, &message),
+        message);
+    return bytes;
   }
   static void run(const Params& p, Pass pass, const Context& ctx, void* ws, size_t bytes,
                   void* stream) {
-    if (pass == Pass::Forward)
-      cuda::forward(p, ctx, stream);
-    else
-      cuda::backward(p, ctx, ws, bytes, stream);
+    const char* message = nullptr;
+    check_status(cuda_backend().run(kFamily, &p, pass == Pass::Backward, &ctx, ws, bytes, stream,
+                                    &message),
+                 message);
   }
 };
 
-// ---- CUDA: the sm90 family (Hopper-native: TMA, wgmma, warp specialisation), forward only ---
-struct Sm90Row {
-  // Forward calls on an sm90 device with the family switched on (Tuning::sm90_fwd); it has no
-  // backward yet (issue 28).
-  static bool applies(const Params&, Pass pass, const Context& ctx) {
-    return pass == Pass::Forward && ctx.tuning.sm90_fwd && ctx.device.major == 9;
-  }
-  static void check(const Params& p, Pass, const Context& ctx) {
-    cuda::check_forward(p, ctx);  // what every CUDA kernel needs (arch, dtype, alignment, sizes)
-    const std::string why = cuda::sm90_fwd_refusal(p, ctx);
-    if (!why.empty()) fail(FA_ERROR_UNSUPPORTED, "cuda-sm90: ", why);
-  }
-  static size_t workspace(const Params&, Pass, const Context&) { return 0; }
-  static void run(const Params& p, Pass, const Context& ctx, void*, size_t, void* stream) {
-    cuda::sm90_forward(p, ctx, stream);
-  }
-};
-
-// ---- CUDA: standard attention (cuBLAS + softmax kernel, S / P in the workspace) -------------
-struct VanillaRow {
-  static void check(const Params& p, Pass, const Context& ctx) { cuda::vanilla::check(p, ctx); }
-  static size_t workspace(const Params& p, Pass pass, const Context&) {
-    return pass == Pass::Forward ? cuda::vanilla::forward_workspace(p)
-                                 : cuda::vanilla::backward_workspace(p);
-  }
-  static void run(const Params& p, Pass pass, const Context&, void* ws, size_t bytes,
-                  void* stream) {
-    if (pass == Pass::Forward)
-      cuda::vanilla::forward(p, ws, bytes, stream);
-    else
-      cuda::vanilla::backward(p, ws, bytes, stream);
-  }
-};
+// cuda-sm90 (Hopper-native: TMA, wgmma, warp specialisation) is in play for forward calls on an
+// sm90 device with the family switched on (Tuning::sm90_fwd); it has no backward yet (issue 28).
+bool sm90_applies(const Params&, Pass pass, const Context& ctx) {
+  return pass == Pass::Forward && ctx.tuning.sm90_fwd && ctx.device.major == 9;
+}
+using Sm90Row = CudaRow<CudaFamily::Sm90>;     // forward only
+using Sm80Row = CudaRow<CudaFamily::Sm80>;     // FlashAttention-2: Ampere, Ada, Hopper
+using VanillaRow = CudaRow<CudaFamily::Vanilla>;  // cuBLAS + softmax kernel, S / P in the workspace
 #endif
 
 // The registry, in order of preference per device: dispatch takes the first row that serves the
@@ -124,7 +105,7 @@ struct VanillaRow {
 const Family kFamilies[] = {
 #ifdef FA_WITH_CUDA
     {"cuda-sm90", FA_DEVICE_CUDA, kAuto | kFlash, Sm90Row::check, Sm90Row::workspace,
-     Sm90Row::workspace, Sm90Row::run, true, Sm90Row::applies},
+     Sm90Row::workspace, Sm90Row::run, true, sm90_applies},
     {"cuda-sm80", FA_DEVICE_CUDA, kAuto | kFlash, Sm80Row::check, Sm80Row::workspace,
      Sm80Row::workspace, Sm80Row::run},
     {"cuda-vanilla", FA_DEVICE_CUDA, kVanilla, VanillaRow::check, VanillaRow::workspace,

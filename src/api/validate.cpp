@@ -8,6 +8,7 @@
 
 #include "api/params_abi.h"
 #include "core/checked.h"
+#include "core/cuda_backend.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "core/splits.h"
@@ -466,6 +467,9 @@ Params validate_common(const fa_params* caller, bool backward) {
   if (dev.type == FA_DEVICE_CPU) {
     if (dev.index != 0) fail(FA_ERROR_DEVICE, "q.device.index=", dev.index, " must be 0 for the CPU");
   } else if (dev.type == FA_DEVICE_CUDA) {
+    // A CUDA build whose backend library (or the CUDA runtime it links) cannot be loaded says
+    // so (FA_ERROR_BACKEND with the loader's message) rather than "no such device".
+    require_cuda_backend_if_built();
     const int n = cuda_device_count();
     if (dev.index < 0 || dev.index >= n)
       fail(FA_ERROR_DEVICE, "q.device.index=", dev.index, " is not a CUDA device (this build sees ",

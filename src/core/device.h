@@ -1,12 +1,14 @@
 // The few device facts the layers above the CUDA kernels need. Implemented by
-// src/cuda/device.cu when CUDA is built, else by src/core/device_none.cpp.
+// src/core/cuda_loader.cpp through the CUDA backend's table (core/cuda_backend.h): the backend
+// library is opened by the first of these calls; in a CPU-only build there is no device.
 #pragma once
 
 #include <cstddef>
 
 namespace fa {
 
-int cuda_device_count();  // 0 when CUDA is not built or no GPU is present
+// 0 when CUDA is not built, its backend cannot be loaded, or no GPU is present.
+int cuda_device_count();
 
 // What the CUDA kernels' choices depend on, per device.
 struct DeviceProps {

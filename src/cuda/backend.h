@@ -1,14 +1,23 @@
-// The CUDA backend as the API layer sees it (plain C++: no CUDA types), built only when the
-// library is built with CUDA (FA_WITH_CUDA).
+// The CUDA backend as its table (backend_table.cpp) sees it: plain C++, no CUDA types. Built
+// only with CUDA (FA_WITH_CUDA), into libflashattn_cuda.so (core/cuda_backend.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "core/device.h"
 #include "core/params.h"
 #include "core/tuning.h"
 
 namespace fa::cuda {
+
+// The device facts behind core/device.h (src/cuda/device.cu), reached from the core through the
+// backend's table (core/cuda_backend.h): the device count (0 without a driver or a GPU), the
+// per-device properties cached once per process (FA_ERROR_CUDA naming the query when a device
+// cannot be queried, and then not cached), and check_inputs' synchronous read-back.
+int device_count();
+const DeviceProps& device_props(int device);
+void copy_to_host_sync(void* dst, const void* src, size_t bytes, int device, void* stream);
 
 // Throws ApiError when no kernel of this build can run the forward (arch, dtype, head_dim,
 // alignment, unsupported feature). ctx: the device's properties and the knobs (core/tuning.h).

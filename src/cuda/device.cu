@@ -4,12 +4,13 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "cuda/backend.h"
 #include "cuda/device_guard.h"
 #include "cuda/device_props.h"
 
-namespace fa {
+namespace fa::cuda {
 
-int cuda_device_count() {
+int device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     (void)cudaGetLastError();  // no driver / no GPU: clear the sticky error, report none
@@ -19,16 +20,16 @@ int cuda_device_count() {
 }
 
 void copy_to_host_sync(void* dst, const void* src, size_t bytes, int device, void* stream) {
-  const cuda::DeviceGuard guard(device);
+  const DeviceGuard guard(device);
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  cuda::DeviceGuard::check(cudaStreamIsCapturing(s, &capture), "cudaStreamIsCapturing");
+  DeviceGuard::check(cudaStreamIsCapturing(s, &capture), "cudaStreamIsCapturing");
   if (capture != cudaStreamCaptureStatusNone)
     fail(FA_ERROR_UNSUPPORTED, "check_inputs=1 on a stream that is capturing a CUDA graph: the "
          "check reads device memory back and waits for it; validate before the capture");
-  cuda::DeviceGuard::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s),
-                           "cudaMemcpyAsync (check_inputs)");
-  cuda::DeviceGuard::check(cudaStreamSynchronize(s), "cudaStreamSynchronize (check_inputs)");
+  DeviceGuard::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s),
+                     "cudaMemcpyAsync (check_inputs)");
+  DeviceGuard::check(cudaStreamSynchronize(s), "cudaStreamSynchronize (check_inputs)");
 }
 
 namespace {
@@ -52,7 +53,7 @@ DeviceProps query(int device) {
 }
 }  // namespace
 
-const DeviceProps& cuda_device_props(int device) {
+const DeviceProps& device_props(int device) {
   static std::once_flag once[kCachedDevices];
   static DeviceProps props[kCachedDevices];
   if (device < 0 || device >= kCachedDevices) {
@@ -65,4 +66,4 @@ const DeviceProps& cuda_device_props(int device) {
   return props[device];
 }
 
-}  // namespace fa
+}  // namespace fa::cuda

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The one-step Python install (pyproject.toml at the repository root): builds a CPU-only wheel
 # with scikit-build-core, installs it into a fresh venv, and checks what a user would: the wheel
-# is a py3-none platform wheel carrying the library and the license metadata; the library it
-# loads is its own (flashattn/lib/, not a checkout's build) and links no CUDA library; an
-# attention call on CPU tensors matches a plain torch computation. Skipped (77) without the
-# packaging venv that scripts/setup.sh makes (.deps/pkg-venv with scikit-build-core).
+# is a py3-none platform wheel carrying the library (and no CUDA backend) and the license
+# metadata; the library it loads is its own (flashattn/lib/, not a checkout's build), links no
+# CUDA library and looks for its CUDA backend beside itself; an attention call on CPU tensors
+# matches a plain torch computation. Skipped (77) without the packaging venv that
+# scripts/setup.sh makes (.deps/pkg-venv with scikit-build-core).
 #   tests/packaging/wheel_test.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -28,6 +29,11 @@ meta=$(unzip -p "$wheel" 'flashattn-*.dist-info/METADATA')
 grep -q '^License: BSD-3-Clause' <<< "$meta" || { echo "FAIL: no License in METADATA"; exit 1; }
 grep -q '^Author: the flashattn authors' <<< "$meta" || { echo "FAIL: no Author in METADATA"; exit 1; }
 unzip -l "$wheel" | grep -q 'dist-info/licenses/LICENSE' || { echo "FAIL: LICENSE not in the wheel"; exit 1; }
+# The libraries sit side by side in flashattn/lib/: the core, and a CUDA build's backend, which
+# the core opens from its own directory (this CPU-only wheel has none).
+files=$(unzip -Z1 "$wheel")
+grep -qx 'flashattn/lib/libflashattn.so' <<< "$files" || { echo "FAIL: no flashattn/lib/libflashattn.so"; exit 1; }
+if grep -q 'libflashattn_cuda' <<< "$files"; then echo "FAIL: a CPU-only wheel carries a CUDA backend"; exit 1; fi
 /usr/bin/python3 -m venv --system-site-packages "$tmp/venv"
 "$tmp/venv/bin/pip" install -q --no-deps --disable-pip-version-check "$wheel"
 cd "$tmp"
@@ -43,6 +49,8 @@ found = [p for p in _library.candidate_paths() if os.path.exists(p)]
 assert found and os.path.samefile(found[0], lib), f"loads {found[:1]}, not the wheel's {lib}"
 ldd = subprocess.run(["ldd", lib], capture_output=True, text=True).stdout
 assert "libcudart" not in ldd and "libcublas" not in ldd, "a CPU-only wheel links CUDA:\n" + ldd
+assert os.path.dirname(_library.cuda_backend_path()) == os.path.dirname(_library.library_path())
+assert _library.load().fa_cuda_device_count() == 0
 torch.manual_seed(0)
 q, k, v = (torch.randn(2, 37, 4, 64) for _ in range(3))
 out = flashattn.flash_attn_func(q, k, v, causal=True)

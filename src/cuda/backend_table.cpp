@@ -1,0 +1,133 @@
+// The CUDA backend's side of the seam (core/cuda_backend.h): the table the core reaches the
+// kernels through, and the library's one exported symbol, fa_cuda_backend. Each entry runs its
+// part of the backend and turns an exception into a status and a message (exceptions never cross
+// into the core).
+#include <new>
+#include <string>
+
+#include "core/cuda_backend.h"
+#include "core/error.h"
+#include "cuda/backend.h"
+#include "cuda/fwd_sm90.h"
+#include "cuda/kernels/vanilla/vanilla.h"
+
+namespace fa::cuda {
+namespace {
+
+thread_local std::string t_message;  // the last failure's text on this thread
+
+template <typename F>
+fa_status guarded(const char** message, F&& body) {
+  try {
+    body();
+    return FA_OK;
+  } catch (const ApiError& e) {
+    t_message = e.what();
+    *message = t_message.c_str();
+    return e.status();
+  } catch (const std::bad_alloc&) {
+    t_message = "out of host memory";
+  } catch (const std::exception& e) {
+    t_message = std::string("internal error: ") + e.what();
+  } catch (...) {
+    t_message = "internal error: unknown exception";
+  }
+  *message = t_message.c_str();
+  return FA_ERROR_INTERNAL;
+}
+
+// ---- the families (the rows of src/api/dispatch.cpp) ------------------------------------------
+void check(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
+  switch (f) {
+    case CudaFamily::Sm90: {
+      check_forward(p, ctx);  // what every CUDA kernel needs (arch, dtype, alignment, sizes)
+      const std::string why = sm90_fwd_refusal(p, ctx);
+      if (!why.empty()) fail(FA_ERROR_UNSUPPORTED, "cuda-sm90: ", why);
+      return;
+    }
+    case CudaFamily::Sm80:
+      // FA_ERROR_BACKEND for a backward in a build without backward kernels
+      return backward ? check_backward(p, ctx) : check_forward(p, ctx);
+    case CudaFamily::Vanilla: return vanilla::check(p, ctx);
+  }
+  fail(FA_ERROR_INTERNAL, "unknown CUDA family ", int(f));
+}
+
+size_t workspace(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
+  switch (f) {
+    case CudaFamily::Sm90: return backward ? 0 : sm90_forward_workspace(p, ctx);
+    case CudaFamily::Sm80: return backward ? backward_workspace(p, ctx) : 0;
+    case CudaFamily::Vanilla:
+      return backward ? vanilla::backward_workspace(p) : vanilla::forward_workspace(p);
+  }
+  fail(FA_ERROR_INTERNAL, "unknown CUDA family ", int(f));
+}
+
+void run(CudaFamily f, const Params& p, bool backward, const Context& ctx, void* ws,
+         size_t bytes, void* stream) {
+  switch (f) {
+    case CudaFamily::Sm90: return sm90_forward(p, ctx, ws, bytes, stream);  // forward only
+    case CudaFamily::Sm80:
+      return backward ? cuda::backward(p, ctx, ws, bytes, stream) : forward(p, ctx, stream);
+    case CudaFamily::Vanilla:
+      return backward ? vanilla::backward(p, ws, bytes, stream)
+                      : vanilla::forward(p, ws, bytes, stream);
+  }
+  fail(FA_ERROR_INTERNAL, "unknown CUDA family ", int(f));
+}
+
+// ---- the table ----------------------------------------------------------------------------
+int32_t table_device_count() {
+  const char* unused = nullptr;
+  int n = 0;
+  return guarded(&unused, [&] { n = device_count(); }) == FA_OK ? n : 0;
+}
+
+fa_status table_device_props(int32_t device, const DeviceProps** props, const char** message) {
+  return guarded(message, [&] { *props = &device_props(device); });
+}
+
+fa_status table_copy(void* dst, const void* src, size_t bytes, int32_t device, void* stream,
+                     const char** message) {
+  return guarded(message, [&] { copy_to_host_sync(dst, src, bytes, device, stream); });
+}
+
+fa_status table_check(CudaFamily f, const Params* p, int32_t backward, const Context* ctx,
+                      const char** message) {
+  return guarded(message, [&] { check(f, *p, backward != 0, *ctx); });
+}
+
+fa_status table_workspace(CudaFamily f, const Params* p, int32_t backward, const Context* ctx,
+                          size_t* bytes, const char** message) {
+  return guarded(message, [&] { *bytes = workspace(f, *p, backward != 0, *ctx); });
+}
+
+fa_status table_run(CudaFamily f, const Params* p, int32_t backward, const Context* ctx, void* ws,
+                    size_t bytes, void* stream, const char** message) {
+  return guarded(message, [&] { run(f, *p, backward != 0, *ctx, ws, bytes, stream); });
+}
+
+constexpr CudaBackend kTable = {table_device_count, table_device_props, table_copy,
+                                table_check,        table_workspace,    table_run};
+
+}  // namespace
+}  // namespace fa::cuda
+
+extern "C" __attribute__((visibility("default"))) const fa::CudaBackend* fa_cuda_backend(
+    uint32_t abi, int32_t version, uint32_t params_size, uint32_t context_size,
+    uint32_t props_size, const char** why) {
+  static thread_local std::string t_why;
+  if (abi != fa::kCudaBackendAbi || version != FA_VERSION || params_size != sizeof(fa::Params) ||
+      context_size != sizeof(fa::Context) || props_size != sizeof(fa::DeviceProps)) {
+    t_why = "the backend (version " + std::to_string(FA_VERSION) + ", seam " +
+            std::to_string(fa::kCudaBackendAbi) + ", structs " +
+            std::to_string(sizeof(fa::Params)) + "/" + std::to_string(sizeof(fa::Context)) +
+            "/" + std::to_string(sizeof(fa::DeviceProps)) + " bytes) was built with other " +
+            "sources than its caller (version " + std::to_string(version) + ", seam " +
+            std::to_string(abi) + ", structs " + std::to_string(params_size) + "/" +
+            std::to_string(context_size) + "/" + std::to_string(props_size) + ")";
+    if (why != nullptr) *why = t_why.c_str();
+    return nullptr;
+  }
+  return &fa::cuda::kTable;
+}
