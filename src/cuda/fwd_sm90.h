@@ -20,6 +20,5 @@ size_t sm90_forward_workspace(const Params& p, const Context& ctx);
 // With a workspace of sm90_forward_workspace's bytes (or more); without one (nullptr, 0) the
 // persistent launch takes the static walk where the tiles are of one length.
 void sm90_forward(const Params& p, const Context& ctx, void* workspace, size_t bytes, void* stream);
-void sm90_forward(const Params& p, const Context& ctx, void* stream);
 
 }  // namespace fa::cuda

@@ -161,8 +161,4 @@ void sm90_forward(const Params& p, const Context& ctx, void* workspace, size_t b
     run<Fp16Tag>(p, ctx, w);
 }
 
-void sm90_forward(const Params& p, const Context& ctx, void* stream) {
-  sm90_forward(p, ctx, nullptr, 0, stream);
-}
-
 }  // namespace fa::cuda
