@@ -9,11 +9,14 @@ Checks, on any machine (no GPU needed):
      FA_ERROR_BACKEND naming libflashattn_cuda.so and the loader's reason (a CUDA build), or
      FA_ERROR_DEVICE (a CPU-only build, which has no backend to miss); fa_cuda_device_count() 0;
      the Python binding imports that copy and runs a CPU call (when torch is importable);
-  3. a CUDA build's library in place: the CPU forward maps no CUDA library either, and the CUDA
+  3. stand-in backends beside a copy (tests/packaging/fake_backend.c): one whose handshake
+     refuses, one that needs a missing library (as a backend without the CUDA runtime): each
+     CUDA request returns FA_ERROR_BACKEND saying which (a CPU-only build never opens them);
+  4. a CUDA build's library in place: the CPU forward maps no CUDA library either, and the CUDA
      request opens the backend (the CUDA runtime is mapped afterwards; with no GPU the request
      is FA_ERROR_DEVICE, no device).
 
-  cpu_only_test.py LIBRARY PROBE WITH_CUDA(0|1) SANITIZED(0|1)
+  cpu_only_test.py LIBRARY PROBE WITH_CUDA(0|1) SANITIZED(0|1) FAKE_REFUSES FAKE_NEEDS_MISSING
 """
 import os
 import re
@@ -23,6 +26,7 @@ import sys
 import tempfile
 
 LIB, PROBE, WITH_CUDA, SANITIZED = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
+FAKE_REFUSES, FAKE_NEEDS_MISSING = sys.argv[5], sys.argv[6]
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 PYDIR = os.path.join(ROOT, "python")
 FA_ERROR_DEVICE, FA_ERROR_BACKEND = 15, 20
@@ -110,7 +114,27 @@ with tempfile.TemporaryDirectory() as tmp:
     else:
         print("python: no python3 with torch (scripts/find-python.sh), binding check skipped")
 
-# 3. the library in place, its backend beside it
+# 3. stand-in backends that fail in the loader's other two ways
+for fake, expect in ((FAKE_REFUSES, ["does not fit this library", "fake backend: refuses"]),
+                     (FAKE_NEEDS_MISSING, ["could not be loaded", "libfa_fake_dependency"])):
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(os.path.realpath(LIB), os.path.join(tmp, "libflashattn.so"))
+        shutil.copy(fake, os.path.join(tmp, "libflashattn_cuda.so"))
+        res = probe(os.path.join(tmp, "libflashattn.so"))
+        if res is None:
+            continue
+        status, message, count, _ = res
+        if WITH_CUDA and (status != FA_ERROR_BACKEND or not all(e in message for e in expect)):
+            fail(f"{os.path.basename(fake)} as the backend: status {status} '{message}', "
+                 f"expected FA_ERROR_BACKEND with {expect}")
+        elif not WITH_CUDA and status != FA_ERROR_DEVICE:
+            fail(f"a CPU-only build opened {os.path.basename(fake)}: status {status} '{message}'")
+        elif count != 0:
+            fail(f"fa_cuda_device_count() = {count} with {os.path.basename(fake)}")
+        else:
+            print(f"{os.path.basename(fake)} as the backend -> {status}: {message}")
+
+# 4. the library in place, its backend beside it
 if WITH_CUDA:
     res = probe(LIB)
     if res:
