@@ -91,7 +91,7 @@ int64_t forward_splits(const Params& p, Impl impl) {
   if (p.num_splits > 0) return p.num_splits;
   if (impl == Impl::Reference || (p.cache_seqlens == nullptr && p.block_table == nullptr))
     return 1;
-  const int64_t tasks = p.batch * p.heads_q * ceil_div(p.seqlen_q, kBlockM);
+  const int64_t tasks = p.batch * p.heads_q * ceil_div(p.seqlen_q, kFwdBlockM);
   return heuristic_splits(tasks, p.seqlen_k, omp_get_max_threads(), kMinKeysPerSplit);
 }
 

@@ -1,5 +1,5 @@
 // CPU FlashAttention forward: tiled Q·Kᵀ, online softmax in fp32, P·V, never materialising the
-// (seqlen_q x seqlen_k) score matrix. One task = (batch, head, block of kBlockM query rows);
+// (seqlen_q x seqlen_k) score matrix. One task = (batch, head, block of kFwdBlockM query rows);
 // OpenMP spreads tasks over threads, each with its own scratch carved from the workspace.
 //
 // Built once per instruction set (FA_CPU_ISA = generic / avx2 / avx512).
@@ -17,29 +17,29 @@ namespace fa::cpu::FA_CPU_ISA {
 namespace {
 
 struct ForwardScratch {
-  float* q;   // (kBlockM, dp)   Q * softmax_scale
+  float* q;   // (kFwdBlockM, dp)   Q * softmax_scale
   float* kt;  // (dp, kBlockN)   Kᵀ
   float* v;   // (kBlockN, dp)
-  float* s;   // (kBlockM, kBlockN) logits, then probabilities
-  float* o;   // (kBlockM, dp)   unnormalised output accumulator
-  float* m;   // (kBlockM)       running row max of the logits
-  float* l;   // (kBlockM)       running row sum of exp(logit - m)
+  float* s;   // (kFwdBlockM, kBlockN) logits, then probabilities
+  float* o;   // (kFwdBlockM, dp)   unnormalised output accumulator
+  float* m;   // (kFwdBlockM)       running row max of the logits
+  float* l;   // (kFwdBlockM)       running row sum of exp(logit - m)
 
   ForwardScratch(Arena& a, int64_t dp) {
-    q = a.floats(kBlockM * dp);
-    o = a.floats(kBlockM * dp);
+    q = a.floats(kFwdBlockM * dp);
+    o = a.floats(kFwdBlockM * dp);
     kt = a.floats(dp * kBlockN);
     v = a.floats(kBlockN * dp);
-    s = a.floats(kBlockM * kBlockN);
-    m = a.floats(kBlockM);
-    l = a.floats(kBlockM);
+    s = a.floats(kFwdBlockM * kBlockN);
+    m = a.floats(kFwdBlockM);
+    l = a.floats(kFwdBlockM);
   }
 };
 
 template <typename T>
 void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t h, int64_t row0) {
   const Sequence sq = p.sequence(b);
-  const int64_t rows = std::min(kBlockM, sq.len_q - row0);
+  const int64_t rows = std::min(kFwdBlockM, sq.len_q - row0);
   const int64_t rows_pad = pad_rows(rows);
   const int64_t d = p.head_dim, dp = pad_cols(d);
   const int64_t hk = h / p.group();
@@ -125,7 +125,7 @@ void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t 
 
 template <typename T>
 void forward(const Params& p, void* workspace, size_t bytes, int threads) {
-  const int64_t m_blocks = (p.seqlen_q + kBlockM - 1) / kBlockM;
+  const int64_t m_blocks = (p.seqlen_q + kFwdBlockM - 1) / kFwdBlockM;
   const int64_t tasks = p.batch * p.heads_q * m_blocks;
   const size_t per_thread = forward_thread_bytes(p).bytes("the CPU forward's scratch");
 #pragma omp parallel num_threads(threads)
@@ -137,7 +137,7 @@ void forward(const Params& p, void* workspace, size_t bytes, int threads) {
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t mb = t % m_blocks, h = (t / m_blocks) % p.heads_q, b = t / (m_blocks * p.heads_q);
-      if (mb * kBlockM < p.seq(b).len_q) forward_block<T>(p, w, b, h, mb * kBlockM);
+      if (mb * kFwdBlockM < p.seq(b).len_q) forward_block<T>(p, w, b, h, mb * kFwdBlockM);
     }
   }
 }
