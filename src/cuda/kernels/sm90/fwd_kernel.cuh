@@ -54,11 +54,10 @@ namespace fa::cuda::sm90 {
 
 // The tile sizes per head dim: 128 queries a block (two consumer warpgroups of 64 rows); keys a
 // tile 128 up to d = 128 (S: 64 fp32 registers a thread, O: d / 2); at d = 256, where O already
-// holds 128 registers, 80 (S 40, P 20: FA_TUNING_SM90_FWD_D256_BLOCK_N, 64 for the ablation),
-// and 64 with dropout (whole 32-key blocks of the keep-mask); two stages of K and V. Shared
-// memory: d 64 80 KB, d 128 160 KB, d 256 224 KB at 80 keys, 192 KB at 64 (the H200 gives a
-// block 227 KB). Fewer keys a tile at d 256 pay the per-tile costs (barrier waits, issue points,
-// the row maxima's shuffles) more often.
+// holds 128 registers, 64 (FA_TUNING_SM90_FWD_D256_BLOCK_N; 80 for the ablation: S 40, P 20,
+// fewer per-tile costs but 128 bytes spilled against 52), and 64 with dropout (whole 32-key
+// blocks of the keep-mask); two stages of K and V. Shared memory: d 64 80 KB, d 128 160 KB,
+// d 256 192 KB at 64 keys, 224 KB at 80 (the H200 gives a block 227 KB).
 // The consumers' schedules (Tuning::sm90_fwd_schedule), each the previous one plus one lever:
 //   kSerial    one key tile at a time, each product waited for;
 //   kOverlap   the intra-warpgroup overlap: the softmax of tile j under the P·V of tile j - 1;
@@ -340,12 +339,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       dr = FwdDropout{DropoutStream::make(p.seed, p.offset, p.dropout_p),
                       uint32_t(b * p.heads_q + h), r0};
   };
+  // O: set by a tile's first P·V (its first k-step does not accumulate); a tile without key
+  // tiles stores zeros without reading it. (Keep every accumulator of an in-flight wgmma free of
+  // other instructions' definitions and reads: ptxas otherwise serializes every wgmma of the
+  // kernel, C7515 - as an overlap carried across work tiles did, performance-log.md.)
   float o[kD / 2];
   // Running max (in the units of x: raw scores, logits or prescaled scores) and row sums.
   float mx[2], l[2];
   auto reset = [&] {
-#pragma unroll
-    for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
     mx[0] = mx[1] = -INFINITY;
     l[0] = l[1] = 0.f;
   };
@@ -366,13 +367,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     wgmma_commit();
     wgmma_acc_fence(sc);
   };
-  // O += P·V(it) issued (not waited for); pf must stay untouched until the wait (wgmma_keep).
+  // O += P·V(it) issued (not waited for), O = P·V(0) for the tile's first; pf must stay
+  // untouched until the wait (wgmma_keep).
   auto issue_pv = [&](int it, const uint32_t (&pf)[kN / 16][4]) {
     mbar_wait(v_full(stage(it)), parity(it));
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kN / 16; ++kk)
-      wgmma_rs<Tag, kD, 1>(o, pf[kk], mnmajor_sw128_desc(sV(stage(it)), kN, 16 * kk), true);
+      wgmma_rs<Tag, kD, 1>(o, pf[kk], mnmajor_sw128_desc(sV(stage(it)), kN, 16 * kk),
+                           it > 0 || kk > 0);
     wgmma_commit();
     wgmma_acc_fence(o);
   };
@@ -490,9 +493,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
         for (int j = 0; j < kD / 8; ++j) {
           const int col = 8 * j + 2 * t;
+          // A row that saw no key (or a tile without key tiles, whose O no P·V set) is 0.
           if (col < d)
             *reinterpret_cast<uint32_t*>(out + col) =
-                pack2<Tag>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+                sum > 0.f ? pack2<Tag>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv) : 0u;
         }
         if (t == 0 && p.lse.data != nullptr)
           p.lse.at(b, head[r], q_start + pos[r]) =
@@ -501,11 +505,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     }
   };
 
-  float sc[kN / 2], alpha[2];
-  uint32_t pf[kN / 16][4];
   if constexpr (T::kSchedule == Schedule::kSerial) {
     // One key tile at a time: Q·Kᵀ, softmax, P·V, each waited for; one work tile at a time.
     for (int tile = announced(); tile >= 0; tile = announced()) {
+      float sc[kN / 2], alpha[2];
+      uint32_t pf[kN / 16][4];
       enter(tile);
       reset();
       ++round;
@@ -529,27 +533,24 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   } else {
     // Intra-warpgroup overlap: the softmax of key tile it runs while the tensor cores do P·V of
     // tile it - 1. Issue Q·K(it)ᵀ, then P·V(it - 1); wait for the first (groups retire in
-    // order), run its softmax; then wait for the second, rescale O and pack the new P. Across
-    // work tiles the same: the tile's last P·V is issued together with the next tile's first
-    // Q·Kᵀ (in that order), and the epilogue runs once the P·V is done, under the Q·Kᵀ.
-    // `first_issued`: the current tile's first Q·Kᵀ went out with the previous tile's last P·V.
-    bool first_issued = false;
-    for (int tile = announced(); tile >= 0;) {
+    // order), run its softmax; then wait for the second, rescale O and pack the new P. Each work
+    // tile starts and ends its own pipeline.
+    for (int tile = announced(); tile >= 0; tile = announced()) {
+      float sc[kN / 2], alpha[2];
+      uint32_t pf[kN / 16][4];
       enter(tile);
       reset();
-      if (!first_issued && n_tiles > 0) {
-        turn_begin();
-        issue_qk(0, sc);
-        turn_end();
-      }
       ++round;
       if (n_tiles == 0) {
         arrive(q_empty);  // rows that see no key: Q was loaded and is not read
       } else {
+        turn_begin();
+        issue_qk(0, sc);
+        turn_end();
         wgmma_wait<0>();
         wgmma_acc_fence(sc);
         release_k(0);
-        softmax(0, sc, alpha);  // O is zero: its rescale is moot
+        softmax(0, sc, alpha);  // O is not set yet: its rescale is moot
         pack(sc, pf);
         for (int it = 1; it < n_tiles; ++it) {
           turn_begin();
@@ -567,39 +568,16 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           if (rescale_o) rescale(alpha);
           pack(sc, pf);
         }
-      }
-      // The tile's last P·V, and with it the next tile's first Q·Kᵀ where that tile has key
-      // tiles (announced, and its Q landed, once the producer had this tile's Q back: after
-      // its last Q·Kᵀ).
-      int next = -1;
-      first_issued = false;
-      if (n_tiles > 0) {
         turn_begin();
         issue_pv(n_tiles - 1, pf);
-        next = announced();
-        int next_keys = 0;
-        if (next >= 0) {
-          const KeyTiles nkt = plan(next).kt;
-          next_keys = nkt.end - nkt.begin;
-        }
-        if (next_keys > 0) {
-          issue_qk(n_tiles, sc);  // ring position kv0 + n_tiles: the next tile's first
-          first_issued = true;
-        }
         turn_end();
-        if (first_issued)
-          wgmma_wait<1>();  // the P·V done; the next tile's Q·Kᵀ may still run
-        else
-          wgmma_wait<0>();
+        wgmma_wait<0>();
         wgmma_acc_fence(o);
         wgmma_keep(pf);
         release_v(n_tiles - 1);
-      } else {
-        next = announced();
       }
       epilogue();
       kv0 += n_tiles;
-      tile = next;
     }
   }
   // Warpgroup 1's last hand-over.
