@@ -2,6 +2,10 @@
 
 #include <omp.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <vector>
 
@@ -14,6 +18,17 @@
 namespace fa::cpu {
 namespace {
 
+// F16C (CPUID leaf 1, ECX bit 29): read from cpuid, since clang's __builtin_cpu_supports does
+// not know the name (clang 14 rejects "f16c" at compile time).
+bool cpu_has_f16c() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && ((c >> 29) & 1u) != 0;
+#else
+  return false;
+#endif
+}
+
 // What the CPU must have for each build's flags (CMakeLists.txt, fa_cpu_isa).
 bool cpu_runs(Isa isa) {
   switch (isa) {
@@ -21,7 +36,7 @@ bool cpu_runs(Isa isa) {
     case Isa::Avx2:
 #if defined(FA_HAVE_AVX2_KERNELS)
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
+             cpu_has_f16c();
 #else
       return false;
 #endif
@@ -29,7 +44,7 @@ bool cpu_runs(Isa isa) {
 #if defined(FA_HAVE_AVX512_KERNELS)
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+             __builtin_cpu_supports("fma") && cpu_has_f16c();
 #else
       return false;
 #endif
