@@ -311,6 +311,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     mbar_wait(q_full, uint32_t(round & 1));
     return *tile_slot;
   };
+  // O: set by a tile's first P·V (its first k-step does not accumulate); a tile without key
+  // tiles stores zeros without reading it. (Keep every accumulator of an in-flight wgmma free of
+  // other instructions' definitions and reads: ptxas otherwise serializes every wgmma of the
+  // kernel, C7515 - as an overlap carried across work tiles did, performance-log.md.)
+  float o[kD / 2];
+  // Running max (in the units of x: raw scores, logits or prescaled scores) and row sums.
+  float mx[2], l[2];
   auto enter = [&](int tile) {
     const Plan pl = plan(tile);  // as the producer's
     const Visibility& vis = pl.vis;
@@ -338,18 +345,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     if constexpr (T::kDropout)  // never packed (the launch's choice)
       dr = FwdDropout{DropoutStream::make(p.seed, p.offset, p.dropout_p),
                       uint32_t(b * p.heads_q + h), r0};
-  };
-  // O: set by a tile's first P·V (its first k-step does not accumulate); a tile without key
-  // tiles stores zeros without reading it. (Keep every accumulator of an in-flight wgmma free of
-  // other instructions' definitions and reads: ptxas otherwise serializes every wgmma of the
-  // kernel, C7515 - as an overlap carried across work tiles did, performance-log.md.)
-  float o[kD / 2];
-  // Running max (in the units of x: raw scores, logits or prescaled scores) and row sums.
-  float mx[2], l[2];
-  auto reset = [&] {
     mx[0] = mx[1] = -INFINITY;
     l[0] = l[1] = 0.f;
+    ++round;  // its Q is this round's
   };
+
 
   // The step's parts, for the tile's it-th key tile (key tile kt.begin + it). It sits in ring
   // stage (kv0 + it) % kStages, its barriers' parity ((kv0 + it) / kStages) & 1.
@@ -511,8 +511,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       float sc[kN / 2], alpha[2];
       uint32_t pf[kN / 16][4];
       enter(tile);
-      reset();
-      ++round;
       if (n_tiles == 0) arrive(q_empty);  // rows that see no key: Q was loaded and is not read
       for (int it = 0; it < n_tiles; ++it) {
         issue_qk(it, sc);
@@ -539,8 +537,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       float sc[kN / 2], alpha[2];
       uint32_t pf[kN / 16][4];
       enter(tile);
-      reset();
-      ++round;
       if (n_tiles == 0) {
         arrive(q_empty);  // rows that see no key: Q was loaded and is not read
       } else {
