@@ -28,10 +28,12 @@ esac
 meta=$(unzip -p "$wheel" 'flashattn-*.dist-info/METADATA')
 grep -q '^License: BSD-3-Clause' <<< "$meta" || { echo "FAIL: no License in METADATA"; exit 1; }
 grep -q '^Author: the flashattn authors' <<< "$meta" || { echo "FAIL: no Author in METADATA"; exit 1; }
-unzip -l "$wheel" | grep -q 'dist-info/licenses/LICENSE' || { echo "FAIL: LICENSE not in the wheel"; exit 1; }
+# The listing is captured first: `unzip -l | grep -q` under pipefail fails whenever grep exits on
+# its match before unzip has written everything (SIGPIPE), which made this check flaky.
+files=$(unzip -Z1 "$wheel")
+grep -q 'dist-info/licenses/LICENSE$' <<< "$files" || { echo "FAIL: LICENSE not in the wheel"; exit 1; }
 # The libraries sit side by side in flashattn/lib/: the core, and a CUDA build's backend, which
 # the core opens from its own directory (this CPU-only wheel has none).
-files=$(unzip -Z1 "$wheel")
 grep -qx 'flashattn/lib/libflashattn.so' <<< "$files" || { echo "FAIL: no flashattn/lib/libflashattn.so"; exit 1; }
 if grep -q 'libflashattn_cuda' <<< "$files"; then echo "FAIL: a CPU-only wheel carries a CUDA backend"; exit 1; fi
 /usr/bin/python3 -m venv --system-site-packages "$tmp/venv"
