@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "api/params_abi.h"
@@ -158,40 +159,23 @@ TEST(CpuOnlyFeatures, RefusedForCudaTensors) {
   fa_params p = cuda(false);
   p.lse.data = nullptr;
   EXPECT_NO_THROW(check_cpu_only_features(p, false));
-  p = cuda(false);
-  p.block_table = table.view().raw;
-  expect_refused(p, false, "block_table");
-  p = cuda(false);
-  p.cache_seqlens = lens.view().raw;
-  expect_refused(p, false, "cache_seqlens");
   p = cuda(true);
   p.q_shift = -1;
   expect_refused(p, true, "q_shift");
-  // 0.3's fields (flash_attn_with_kvcache's rest), each refused by name.
+  // The KV cache's fields (0.2's and 0.3's) and split-KV are the cuda-kvcache family's: not
+  // CPU-only any more (the other CUDA families refuse them, naming it: test_gpu_kvcache.cpp).
   const HostTensor kv_new(FA_DTYPE_BF16, {2, 1, 1, 8}), cos(FA_DTYPE_BF16, {8, 2});
-  p = cuda(false);
-  p.cache_batch_idx = lens.view().raw;
-  expect_refused(p, false, "cache_batch_idx");
-  p = cuda(false);
-  p.cache_leftpad = lens.view().raw;
-  expect_refused(p, false, "cache_leftpad");
-  p = cuda(false);
-  p.k_new = kv_new.view().raw;
-  expect_refused(p, false, "k_new / v_new");
-  p = cuda(false);
-  p.v_new = kv_new.view().raw;
-  expect_refused(p, false, "k_new / v_new");
-  p = cuda(false);
-  p.rotary_cos = cos.view().raw;
-  expect_refused(p, false, "rotary_cos / rotary_sin");
-  p = cuda(false);
-  p.rotary_sin = cos.view().raw;
-  expect_refused(p, false, "rotary_cos / rotary_sin");
-  p = cuda(false);
-  p.num_splits = 2;
-  expect_refused(p, false, "num_splits > 1 (split-KV)");
-  // No split (1) and the heuristic (0) are every backend's; the backward ignores num_splits.
-  for (int32_t n : {0, 1}) {
+  const std::pair<fa_tensor fa_params::*, const HostTensor*> kv_fields[] = {
+      {&fa_params::block_table, &table},     {&fa_params::cache_seqlens, &lens},
+      {&fa_params::cache_batch_idx, &lens},  {&fa_params::cache_leftpad, &lens},
+      {&fa_params::k_new, &kv_new},          {&fa_params::v_new, &kv_new},
+      {&fa_params::rotary_cos, &cos},        {&fa_params::rotary_sin, &cos}};
+  for (const auto& [field, tensor] : kv_fields) {
+    p = cuda(false);
+    p.*field = tensor->view().raw;
+    EXPECT_NO_THROW(check_cpu_only_features(p, false));
+  }
+  for (int32_t n : {0, 1, 2, 128}) {
     p = cuda(false);
     p.num_splits = n;
     EXPECT_NO_THROW(check_cpu_only_features(p, false));

@@ -12,17 +12,21 @@
 //   plain packed call (support.h's reference) over what each entry should attend to: its rotated
 //   queries and the keys [leftpad, cache_seqlens + seqlen_new) of its cache row, gathered here.
 // num_splits 1, forced counts (more parts than keys included) and the heuristic all meet the rule.
+// The GPU section at the end runs the same grid (and longer caches, wider heads, GQA up to 32)
+// on CUDA tensors through the cuda-kvcache family, with the same checks (fp32 cases in bf16).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/splits.h"
+#include "gpu_support.h"
 #include "support.h"
 
 namespace fa::test {
@@ -501,6 +505,142 @@ TEST(KvUpdate, NoLseSameOutput) {
   EXPECT_TRUE(with.out.bytes_equal(without.out));
   EXPECT_TRUE(with.k_cache.bytes_equal(without.k_cache));
 }
+
+
+// ---- the same calls on a GPU (the cuda-kvcache family) ----------------------------------------
+
+#ifdef FA_TEST_CUDA
+// Every tensor of the call mirrored on the device (inputs copied, out and lse poisoned), run with
+// a poisoned workspace of the queried size, then out, lse and both caches copied back into pr.
+void run_call_gpu(KvProblem& pr) {
+  std::vector<std::unique_ptr<DeviceTensor>> keep;
+  auto mirror = [&](const HostTensor& h, bool poison) {
+    keep.push_back(std::make_unique<DeviceTensor>(h, poison));
+    return keep.back()->view();
+  };
+  fa_params p = pr.params(FA_BACKEND_AUTO);
+  p.q = mirror(pr.q, false);
+  p.k = mirror(pr.k_cache, false);
+  const DeviceTensor& k_dev = *keep.back();
+  p.v = mirror(pr.v_cache, false);
+  const DeviceTensor& v_dev = *keep.back();
+  p.out = mirror(pr.out, true);
+  const DeviceTensor& out_dev = *keep.back();
+  p.lse = mirror(pr.lse, true);
+  const DeviceTensor& lse_dev = *keep.back();
+  p.cache_seqlens = mirror(pr.seqlens, false);
+  if (pr.table.data()) p.block_table = mirror(pr.table, false);
+  if (pr.leftpad.data()) p.cache_leftpad = mirror(pr.leftpad, false);
+  if (pr.rows.data()) p.cache_batch_idx = mirror(pr.rows, false);
+  if (pr.k_new.data()) {
+    p.k_new = mirror(pr.k_new, false);
+    p.v_new = mirror(pr.v_new, false);
+  }
+  if (pr.cos.data()) {
+    p.rotary_cos = mirror(pr.cos, false);
+    p.rotary_sin = mirror(pr.sin, false);
+  }
+  if (pr.alibi.data()) p.alibi_slopes = mirror(pr.alibi, false);
+  const char* family = nullptr;
+  ASSERT_EQ(internal::select_kernel(&p, Pass::Forward, Tuning{}, &family), FA_OK) << fa_last_error();
+  EXPECT_STREQ(family, "cuda-kvcache");
+  run_pass(p, false);
+  if (::testing::Test::HasFatalFailure()) return;
+  out_dev.copy_to(pr.out);
+  lse_dev.copy_to(pr.lse);
+  k_dev.copy_to(pr.k_cache);
+  v_dev.copy_to(pr.v_cache);
+}
+
+void check_case_gpu(KvCase c) {
+  if (c.dtype == FA_DTYPE_FP32) c.dtype = FA_DTYPE_BF16;  // the CUDA kernels take 16-bit inputs
+  SCOPED_TRACE(c.name() + " cuda");
+  KvProblem pr(c);
+  HostTensor k_want = copy_of(pr.k_cache), v_want = copy_of(pr.v_cache);
+  expected_caches(pr, k_want, v_want);
+  Problem plain = oracle_problem(pr, k_want, v_want);
+  pr.alibi = plain.alibi;
+  run_call_gpu(pr);
+  if (::testing::Test::HasFatalFailure()) return;
+  EXPECT_TRUE(pr.k_cache.bytes_equal(k_want)) << "k cache after the append";
+  EXPECT_TRUE(pr.v_cache.bytes_equal(v_want)) << "v cache after the append";
+  const Dense ref = reference(plain, false, false), naive = reference(plain, true, false, true);
+  std::vector<double> got_out(static_cast<size_t>(pr.out.numel())), got_lse(ref.lse.size());
+  for (int64_t i = 0; i < pr.out.numel(); ++i) got_out[size_t(i)] = pr.out.get(i);
+  const int64_t total_q = c.batch * c.seqlen_q;
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t h = 0; h < c.heads_q; ++h)
+      for (int64_t i = 0; i < c.seqlen_q; ++i)
+        got_lse[size_t(h * total_q + b * c.seqlen_q + i)] =
+            pr.lse.get((b * c.heads_q + h) * c.seqlen_q + i);
+  expect_rule("out", got_out, ref.out, naive.out, 2, 1e-5);
+  expect_rule("lse", got_lse, ref.lse, naive.lse, 2, 1e-5);
+}
+
+// The CPU grid, then what a GPU adds: head dims 128 and 256, GQA 32 (two row tiles a query),
+// long caches split by the heuristic and by force (page sizes 1, 16, 256), leftpad in a paged
+// cache, and a window over a long cache.
+std::vector<KvCase> gpu_grid() {
+  std::vector<KvCase> cases = grid();
+  uint64_t n = 1000;
+  auto add = [&](KvCase c) {
+    c.seed = ++n;
+    cases.push_back(c);
+  };
+  for (const int64_t page : {0, 1, 16, 256})
+    for (const int32_t splits : {0, 1, 5}) {
+      KvCase c;
+      c.dtype = n % 2 ? FA_DTYPE_BF16 : FA_DTYPE_FP16;
+      c.batch = 2;
+      c.heads_q = 32;
+      c.heads_kv = page == 1 ? 1 : 8;
+      c.head_dim = page == 256 ? 256 : 128;
+      c.page_size = page;
+      c.capacity = 6000;
+      c.cache_lens = {5990, 1};
+      c.seqlen_new = 1;
+      c.rotary_dim = 128;
+      c.causal = true;
+      c.num_splits = splits;
+      add(c);
+    }
+  {
+    KvCase c;
+    c.dtype = FA_DTYPE_BF16;
+    c.batch = 3;
+    c.heads_q = 8;
+    c.heads_kv = 2;
+    c.head_dim = 96;
+    c.page_size = 16;
+    c.capacity = 3000;
+    c.cache_lens = {2900, 700, 31};
+    c.leftpad = {100, 699, 0};
+    c.seqlen_q = 4;
+    c.seqlen_new = 4;
+    c.window_left = 300;
+    c.window_right = 0;
+    c.softcap = 10.f;
+    c.num_splits = 0;
+    add(c);
+  }
+  return cases;
+}
+
+class GpuKvUpdate : public ::testing::TestWithParam<KvCase> {};
+
+TEST_P(GpuKvUpdate, CacheBytesAndAccuracyRule) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+  check_case_gpu(GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, GpuKvUpdate, ::testing::ValuesIn(gpu_grid()),
+                         [](const ::testing::TestParamInfo<KvCase>& info) {
+                           return std::to_string(info.index) + "_" + info.param.name();
+                         });
+#else
+TEST(GpuKvUpdate, SkippedWithoutCuda) { GTEST_SKIP() << "CPU-only build (FA_CUDA=OFF or no nvcc)"; }
+#endif
 
 }  // namespace
 }  // namespace fa::test

@@ -3,9 +3,10 @@ new keys and values into the caller's cache in place, applies rotary embeddings,
 
 The caches are written in place, so they are never copied: a cache whose last dimension is not
 contiguous is the library's to refuse. q and the new keys / values are copied only as the other
-calls copy their inputs (a non-contiguous last dimension). In this build the library runs the
-KV-cache fields on CPU tensors; with CUDA tensors it refuses each, naming it, and that refusal
-is what the call raises.
+calls copy their inputs (a non-contiguous last dimension). CPU tensors run on the CPU backend,
+CUDA tensors on the library's cuda-kvcache family; with CUDA tensors the index arrays
+(cache_seqlens, block_table, ...) stay on the device and are never read on the host, so the call
+never synchronises (CUDA-graph capturable).
 """
 import ctypes
 

@@ -3,7 +3,8 @@ bit: v and unrotated k copied, rotated k as this file's own fp32 formula gives i
 softmax_lse against the float64 torch reference by FlashAttention's accuracy rule, over dense and
 paged caches (page sizes 1, 16, 256 and one dividing nothing), cache_batch_idx, cache_leftpad,
 rotary in both layouts (rotary_dim < and = headdim), causal / window / softcap / ALiBi, GQA and
-MQA, num_splits 1 / forced / heuristic; the signature is flash_attn's; errors; CUDA refusals."""
+MQA, num_splits 1 / forced / heuristic; the signature is flash_attn's; errors. On a GPU the same
+cases run on CUDA tensors (the cuda-kvcache family)."""
 import inspect
 
 import pytest
@@ -158,10 +159,13 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[f"case{i}" for i in range(len(CASES))])
-def test_with_kvcache_cpu(case, gen):
+def check_case(case, gen, device):
+    """One case on `device`: the inputs made (and the expected results computed) on the CPU, the
+    call on `device` (CUDA: fp32 cases in bf16, the kernels' 16-bit inputs)."""
     (dtype, b, hq, hk, d, sq, cap, lens, page, rows, new, rd, interleaved, leftpad, opts,
      splits) = case
+    if device == "cuda" and dtype == torch.float32:
+        dtype = torch.bfloat16
     lens_t = torch.tensor(lens, dtype=torch.int32)
     lp = None if leftpad is None else torch.tensor(leftpad, dtype=torch.int32)
     q, k_cache, v_cache, k, v, cos, sin, table, idx = make(
@@ -177,16 +181,34 @@ def test_with_kvcache_cpu(case, gen):
     kc, vc, ref_out, ref_lse, naive, naive_lse = expected(
         q, k_cache, v_cache, k, v, cos, sin, lens, table, idx, lp, interleaved,
         causal or window != (-1, -1), causal=causal, window=window, softcap=softcap, alibi=alibi)
+    on = (lambda t: None if t is None else t.to(device))
+    q, k_cache, v_cache, k, v, cos, sin, table, idx, lens_t, lp, alibi = (
+        on(t) for t in (q, k_cache, v_cache, k, v, cos, sin, table, idx, lens_t, lp, alibi))
     out, lse = flashattn.flash_attn_with_kvcache(
         q, k_cache, v_cache, k=k, v=v, rotary_cos=cos, rotary_sin=sin, cache_seqlens=lens_t,
         cache_batch_idx=idx, cache_leftpad=lp, block_table=table, causal=causal,
         window_size=window, softcap=softcap, rotary_interleaved=interleaved, alibi_slopes=alibi,
         num_splits=splits, return_softmax_lse=True)
+    assert out.device == q.device and lse.device == q.device
+    out, lse, k_cache, v_cache = (t.cpu() for t in (out, lse, k_cache, v_cache))
     assert same_bytes(k_cache, kc) and same_bytes(v_cache, vc), "cache after the append"
     assert out.shape == q.shape and out.dtype == q.dtype
     assert lse.shape == (b, hq, sq) and lse.dtype == torch.float32
     assert max_err(out, ref_out) <= 2 * max_err(naive, ref_out) + 1e-5
     assert max_err(lse, ref_lse) <= 2 * max_err(naive_lse, ref_lse) + 1e-5
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"case{i}" for i in range(len(CASES))])
+def test_with_kvcache_cpu(case, gen):
+    check_case(case, gen, "cpu")
+
+
+@requires_cuda
+@pytest.mark.parametrize("case", CASES, ids=[f"case{i}" for i in range(len(CASES))])
+def test_with_kvcache_cuda(case, gen):
+    """The same calls on CUDA tensors (the cuda-kvcache family): the caches bit for bit, out and
+    lse by the rule."""
+    check_case(case, gen, "cuda")
 
 
 def test_int_cache_seqlens_and_no_lse(gen):
@@ -232,12 +254,12 @@ def test_errors_leave_the_cache(gen):
 
 
 @requires_cuda
-def test_cuda_refuses_the_cache_fields(gen):
+def test_cuda_cache_on_another_device_is_refused(gen):
+    """A cache on the CPU with q on CUDA: the library names the tensor (nothing is written)."""
     q, k_cache, v_cache, k, v, *_ = make(gen, torch.float16, 2, 2, 2, 64, 1, 32, [9, 3], new=1)
-    q, k_cache, v_cache, k, v = (t.cuda() for t in (q, k_cache, v_cache, k, v))
-    for kw, what in ((dict(cache_seqlens=5), "cache_seqlens"),
-                     (dict(k=k, v=v, cache_seqlens=5), "cache_seqlens")):
-        with pytest.raises(flashattn.FlashAttnError) as e:
-            flashattn.flash_attn_with_kvcache(q, k_cache, v_cache, **kw)
-        assert e.value.status_name == "FA_ERROR_UNSUPPORTED"
-        assert what in str(e.value) and "CPU backend only" in str(e.value)
+    before = k_cache.clone()
+    with pytest.raises(flashattn.FlashAttnError) as e:
+        flashattn.flash_attn_with_kvcache(q.cuda(), k_cache, v_cache, k.cuda(), v.cuda(),
+                                          cache_seqlens=5)
+    assert e.value.status_name == "FA_ERROR_DEVICE" and "k.device=" in str(e.value)
+    assert same_bytes(k_cache, before)

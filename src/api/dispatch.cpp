@@ -95,6 +95,13 @@ struct CudaRow {
 bool sm90_applies(const Params&, Pass pass, const Context& ctx) {
   return pass == Pass::Forward && ctx.tuning.sm90_fwd && ctx.device.major == 9;
 }
+// cuda-kvcache is in play for forwards with a KV cache's fields or num_splits > 1 (the other
+// CUDA families refuse those), and for every forward under Tuning::kvcache_all.
+bool kvcache_applies(const Params& p, Pass pass, const Context& ctx) {
+  if (pass != Pass::Forward) return false;
+  return p.uses_kv_cache() || (ctx.tuning.kvcache_all && p.dropout_p == 0.f);
+}
+using KvCacheRow = CudaRow<CudaFamily::KvCache>;  // forward only
 using Sm90Row = CudaRow<CudaFamily::Sm90>;     // forward only
 using Sm80Row = CudaRow<CudaFamily::Sm80>;     // FlashAttention-2: Ampere, Ada, Hopper
 using VanillaRow = CudaRow<CudaFamily::Vanilla>;  // cuBLAS + softmax kernel, S / P in the workspace
@@ -104,6 +111,8 @@ using VanillaRow = CudaRow<CudaFamily::Vanilla>;  // cuBLAS + softmax kernel, S 
 // call's backend and supports it.
 const Family kFamilies[] = {
 #ifdef FA_WITH_CUDA
+    {"cuda-kvcache", FA_DEVICE_CUDA, kAuto | kFlash, KvCacheRow::check, KvCacheRow::workspace,
+     KvCacheRow::workspace, KvCacheRow::run, false, kvcache_applies},
     {"cuda-sm90", FA_DEVICE_CUDA, kAuto | kFlash, Sm90Row::check, Sm90Row::workspace,
      Sm90Row::workspace, Sm90Row::run, true, sm90_applies},
     {"cuda-sm80", FA_DEVICE_CUDA, kAuto | kFlash, Sm80Row::check, Sm80Row::workspace,

@@ -329,14 +329,97 @@ void check_rotary(const fa_params* p, Params& r) {
   ro.interleaved = p->rotary_interleaved != 0;
   // flash_attn_with_kvcache: causal or local calls rotate query i at cache_seqlens + i.
   ro.q_positions_advance = p->causal != 0 || p->window_left >= 0 || p->window_right >= 0;
+}
+
+// Every position the call rotates is a row of rotary_cos / rotary_sin; seqlens: cache_seqlens in
+// host memory.
+void check_rotary_positions(const Params& r, const int32_t* seqlens) {
+  const Params::Rotary& ro = r.rotary;
+  if (ro.dim == 0) return;
   const int64_t rows = std::max(r.seqlen_new, ro.q_positions_advance ? r.seqlen_q : int64_t(1));
   for (int64_t b = 0; b < r.batch; ++b) {
-    const int64_t need = int64_t(r.cache_seqlens[b]) + rows;  // positions [cache_seqlens, need)
+    const int64_t need = int64_t(seqlens[b]) + rows;  // positions [cache_seqlens, need)
     if (need > ro.seqlen)
       fail(FA_ERROR_SHAPE, "rotary_cos.shape[0]=", ro.seqlen, " (seqlen_ro) must be >= ", need,
-           ": batch entry ", b, " rotates positions cache_seqlens[", b, "]=", r.cache_seqlens[b],
+           ": batch entry ", b, " rotates positions cache_seqlens[", b, "]=", seqlens[b],
            " to ", need - 1, " (", rows, ro.q_positions_advance ? " rows of k_new / q)" : " rows of k_new)");
   }
+}
+
+// The KV cache's index arrays as host memory (the CPU's own, or check_inputs' copies of a CUDA
+// call's); nullptr where the call has none.
+struct KvArrays {
+  const int32_t* block_table;
+  const int32_t* seqlens;
+  const int32_t* batch_idx;
+  const int32_t* leftpad;
+};
+
+// The values of the KV cache's arrays: every row, length, left padding and block within the
+// cache (shapes already checked by check_kv_cache, which set r's cache fields). Returns the most
+// keys a batch entry attends to.
+int64_t check_kv_values(const fa_params* p, const Params& r, const KvArrays& a) {
+  const bool paged = a.block_table != nullptr, cached = a.seqlens != nullptr;
+  const int64_t capacity = r.cache_capacity;
+  const char* capacity_name = paged ? "block_table.shape[1] * k.shape[1]" : "k.shape[1]";
+  if (a.batch_idx) {
+    const int64_t rows = p->k.shape[0];
+    for (int64_t b = 0; b < r.batch; ++b) {
+      const int32_t row = a.batch_idx[b];
+      if (row < 0 || row >= rows)
+        fail(FA_ERROR_CU_SEQLENS, "cache_batch_idx[", b, "]=", row, " must be in [0, ", rows,
+             ") (k.shape[0], the rows of the dense cache)");
+    }
+    if (r.seqlen_new > 0) {  // two entries appending into one row would race
+      std::vector<int64_t> first(size_t(rows), -1);
+      for (int64_t b = 0; b < r.batch; ++b) {
+        int64_t& f = first[size_t(a.batch_idx[b])];
+        if (f >= 0)
+          fail(FA_ERROR_CU_SEQLENS, "cache_batch_idx[", b, "]=", a.batch_idx[b],
+               " repeats cache_batch_idx[", f, "]: with k_new every batch entry appends to its "
+               "own cache row");
+        f = b;
+      }
+    }
+  }
+  int64_t longest = 0;
+  for (int64_t b = 0; b < r.batch; ++b) {
+    int64_t end = capacity;
+    if (cached) {
+      const int64_t len = a.seqlens[b];
+      if (len < 0 || len > capacity)
+        fail(FA_ERROR_CU_SEQLENS, "cache_seqlens[", b, "]=", len, " must be in [0, ", capacity,
+             "] (", capacity_name, ", the cache's capacity)");
+      if (len + r.seqlen_new > capacity)
+        fail(FA_ERROR_CU_SEQLENS, "cache_seqlens[", b, "]=", len, " + k_new.shape[1]=",
+             r.seqlen_new, " (seqlen_new) must be <= ", capacity, " (", capacity_name,
+             "): the appended keys must fit in the cache");
+      end = len + r.seqlen_new;
+    }
+    const int64_t start = a.leftpad ? int64_t(a.leftpad[b]) : 0;
+    if (start < 0 || start > end - r.seqlen_new)
+      fail(FA_ERROR_CU_SEQLENS, "cache_leftpad[", b, "]=", start, " must be in [0, ",
+           end - r.seqlen_new, "] (", cached ? "cache_seqlens[" + std::to_string(b) + "]"
+                                             : std::string(capacity_name),
+           "): entry ", b, "'s keys start there");
+    longest = std::max(longest, end - start);
+    if (paged) {  // the entries this batch entry reads (and writes) name blocks of k
+      const int64_t used = ceil_div(end, r.page_size);
+      for (int64_t n = start / r.page_size; n < used; ++n) {
+        const int32_t block = a.block_table[b * r.block_table_stride + n];
+        if (block >= 0 && block < r.num_blocks) continue;
+        const std::string reads = start < r.page_size
+                                      ? "its first " + std::to_string(used) + " entries"
+                                      : "its entries " + std::to_string(start / r.page_size) +
+                                            " to " + std::to_string(used - 1);
+        fail(FA_ERROR_CU_SEQLENS, "block_table[", b, "][", n, "]=", block,
+             " is not a block of k: must be in [0, ", r.num_blocks, ") (k.shape[0]); batch entry ",
+             b, " reads ", reads);
+      }
+    }
+  }
+  if (cached) check_rotary_positions(r, a.seqlens);
+  return longest;
 }
 
 // The KV cache (block_table, cache_seqlens, cache_batch_idx, cache_leftpad, k_new / v_new,
@@ -363,8 +446,8 @@ void check_kv_cache(const fa_params* p, Params& r) {
     capacity = (Checked(r.max_blocks) * r.page_size)
                    .value("the paged cache's capacity block_table.shape[1] * k.shape[1]");
   }
-  const char* capacity_name = paged ? "block_table.shape[1] * k.shape[1]" : "k.shape[1]";
   r.cache_capacity = capacity;
+  r.cache_rows = p->k.shape[0];
   r.seqlen_k = capacity;
   if (p->cache_batch_idx.data != nullptr) {
     if (paged)
@@ -377,65 +460,15 @@ void check_kv_cache(const fa_params* p, Params& r) {
   if (p->cache_leftpad.data != nullptr)
     r.cache_leftpad = check_batch_vector(p->cache_leftpad, "cache_leftpad", r.batch, dev);
 
-  // Values: host memory (CUDA tensors never get here: check_cpu_only_features).
-  if (r.cache_batch_idx) {
-    const int64_t rows = p->k.shape[0];
-    for (int64_t b = 0; b < r.batch; ++b) {
-      const int32_t row = r.cache_batch_idx[b];
-      if (row < 0 || row >= rows)
-        fail(FA_ERROR_CU_SEQLENS, "cache_batch_idx[", b, "]=", row, " must be in [0, ", rows,
-             ") (k.shape[0], the rows of the dense cache)");
-    }
-    if (r.seqlen_new > 0) {  // two entries appending into one row would race
-      std::vector<int64_t> first(size_t(rows), -1);
-      for (int64_t b = 0; b < r.batch; ++b) {
-        int64_t& f = first[size_t(r.cache_batch_idx[b])];
-        if (f >= 0)
-          fail(FA_ERROR_CU_SEQLENS, "cache_batch_idx[", b, "]=", r.cache_batch_idx[b],
-               " repeats cache_batch_idx[", f, "]: with k_new every batch entry appends to its "
-               "own cache row");
-        f = b;
-      }
-    }
-  }
-  int64_t longest = 0;
-  for (int64_t b = 0; b < r.batch; ++b) {
-    int64_t end = capacity;
-    if (cached) {
-      const int64_t len = r.cache_seqlens[b];
-      if (len < 0 || len > capacity)
-        fail(FA_ERROR_CU_SEQLENS, "cache_seqlens[", b, "]=", len, " must be in [0, ", capacity,
-             "] (", capacity_name, ", the cache's capacity)");
-      if (len + r.seqlen_new > capacity)
-        fail(FA_ERROR_CU_SEQLENS, "cache_seqlens[", b, "]=", len, " + k_new.shape[1]=",
-             r.seqlen_new, " (seqlen_new) must be <= ", capacity, " (", capacity_name,
-             "): the appended keys must fit in the cache");
-      end = len + r.seqlen_new;
-    }
-    const int64_t start = r.cache_leftpad ? int64_t(r.cache_leftpad[b]) : 0;
-    if (start < 0 || start > end - r.seqlen_new)
-      fail(FA_ERROR_CU_SEQLENS, "cache_leftpad[", b, "]=", start, " must be in [0, ",
-           end - r.seqlen_new, "] (", cached ? "cache_seqlens[" + std::to_string(b) + "]"
-                                             : std::string(capacity_name),
-           "): entry ", b, "'s keys start there");
-    longest = std::max(longest, end - start);
-    if (paged) {  // the entries this batch entry reads (and writes) name blocks of k
-      const int64_t used = ceil_div(end, r.page_size);
-      for (int64_t n = start / r.page_size; n < used; ++n) {
-        const int32_t block = r.block_table[b * r.block_table_stride + n];
-        if (block >= 0 && block < r.num_blocks) continue;
-        const std::string reads = start < r.page_size
-                                      ? "its first " + std::to_string(used) + " entries"
-                                      : "its entries " + std::to_string(start / r.page_size) +
-                                            " to " + std::to_string(used - 1);
-        fail(FA_ERROR_CU_SEQLENS, "block_table[", b, "][", n, "]=", block,
-             " is not a block of k: must be in [0, ", r.num_blocks, ") (k.shape[0]); batch entry ",
-             b, " reads ", reads);
-      }
-    }
-  }
-  r.seqlen_k = longest;
   check_rotary(p, r);
+  if (dev.type == FA_DEVICE_CPU) {
+    r.seqlen_k = check_kv_values(p, r, KvArrays{r.block_table, r.cache_seqlens, r.cache_batch_idx,
+                                                r.cache_leftpad});
+  } else {
+    // Device memory: the values are read only with check_inputs (validate_device_inputs); the
+    // kernels clamp what they read (cuda/kernels/kvcache), and size the call by the capacity.
+    r.seqlen_k = capacity;
+  }
 }
 
 Params validate_common(const fa_params* caller, bool backward) {
@@ -670,16 +703,9 @@ void check_cpu_only_features(const fa_params& p, bool backward) {
   auto refuse = [](const char* what) {
     fail(FA_ERROR_UNSUPPORTED, what, " is supported on the CPU backend only in this build");
   };
-  if (p.block_table.data != nullptr) refuse("block_table (a paged KV cache)");
-  if (p.cache_seqlens.data != nullptr) refuse("cache_seqlens (a KV cache's lengths)");
+  // The KV cache's fields (block_table, cache_seqlens, cache_batch_idx, cache_leftpad, k_new /
+  // v_new, rotary, num_splits) are the cuda-kvcache family's (cuda/kernels/kvcache).
   if (p.q_shift != 0) refuse("q_shift != 0");
-  if (p.cache_batch_idx.data != nullptr) refuse("cache_batch_idx (a KV cache's row map)");
-  if (p.cache_leftpad.data != nullptr) refuse("cache_leftpad (a KV cache's left padding)");
-  if (p.k_new.data != nullptr || p.v_new.data != nullptr)
-    refuse("k_new / v_new (keys and values appended to a KV cache)");
-  if (p.rotary_cos.data != nullptr || p.rotary_sin.data != nullptr)
-    refuse("rotary_cos / rotary_sin (rotary embedding)");
-  if (p.num_splits > 1 && !backward) refuse("num_splits > 1 (split-KV)");
   const std::pair<const fa_tensor*, const char*> outputs[] = {{&p.out, "out"}, {&p.dout, "dout"}};
   for (const auto& [t, name] : outputs) {
     if (t->data == nullptr || (t == &p.dout && !backward)) continue;
@@ -692,10 +718,37 @@ void check_cpu_only_features(const fa_params& p, bool backward) {
 
 Params validate_forward(const fa_params* p) { return validate_common(p, false); }
 
+namespace {
+
+// check_inputs on a CUDA call's KV cache: its index arrays copied to the host and checked as the
+// CPU's are (the same messages).
+void check_device_kv_values(const fa_params* p, const Params& r, void* stream) {
+  std::vector<int32_t> seqlens, batch_idx, leftpad, table;
+  auto copy = [&](std::vector<int32_t>& host, const int32_t* dev, int64_t n) -> const int32_t* {
+    if (dev == nullptr) return nullptr;
+    host.resize(size_t(n));
+    copy_to_host_sync(host.data(), dev, size_t(n) * 4, r.device.index, stream);
+    return host.data();
+  };
+  KvArrays a{};
+  a.seqlens = copy(seqlens, r.cache_seqlens, r.batch);
+  a.batch_idx = copy(batch_idx, r.cache_batch_idx, r.batch);
+  a.leftpad = copy(leftpad, r.cache_leftpad, r.batch);
+  if (r.block_table != nullptr) {  // rows block_table_stride apart: copy the span they cover
+    const int64_t span = (r.batch - 1) * r.block_table_stride + r.max_blocks;
+    a.block_table = copy(table, r.block_table, span);
+  }
+  check_kv_values(p, r, a);
+}
+
+}  // namespace
+
 void validate_device_inputs(const fa_params* caller, const Params& r, void* stream) {
   const fa_params current = current_layout(*caller);  // validated: a known struct_size
   const fa_params* p = &current;
-  if (p->check_inputs == 0 || r.device.type != FA_DEVICE_CUDA || !r.varlen()) return;
+  if (p->check_inputs == 0 || r.device.type != FA_DEVICE_CUDA) return;
+  if (kv_cache_feature(*p) != nullptr) return check_device_kv_values(p, r, stream);
+  if (!r.varlen()) return;
   const int64_t n = r.batch + 1;
   std::vector<int32_t> host(size_t(2 * n));
   copy_to_host_sync(host.data(), r.cu_seqlens_q, size_t(n) * 4, r.device.index, stream);

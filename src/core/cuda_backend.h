@@ -36,10 +36,11 @@ enum class CudaFamily : int32_t {
   Sm90 = 0,     // Hopper-native forward: TMA, wgmma, warp specialisation
   Sm80 = 1,     // FlashAttention-2: mma.sync + cp.async (Ampere, Ada, Hopper)
   Vanilla = 2,  // standard attention: cuBLAS + softmax kernel
+  KvCache = 3,  // KV caches (dense, paged), split-KV, append + rotary: mma.sync + cp.async
 };
 
 // Bumped whenever the table or the meaning of an entry changes.
-constexpr uint32_t kCudaBackendAbi = 1;
+constexpr uint32_t kCudaBackendAbi = 2;
 
 struct CudaBackend {
   // device_count never fails: 0 without a driver or a GPU.

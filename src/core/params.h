@@ -154,6 +154,9 @@ struct Params {
   int64_t cache_capacity = 0;
   // Dense caches: the row of k, v that batch entry b uses; nullptr: row b.
   const int32_t* cache_batch_idx = nullptr;
+  // k.shape[0] of a KV-cache call (the dense cache's rows, or the paged cache's blocks): the
+  // bound the CUDA kernels clamp cache_batch_idx into.
+  int64_t cache_rows = 0;
   // The first cache row of entry b's keys; nullptr: 0.
   const int32_t* cache_leftpad = nullptr;
   // New keys and values (batch, seqlen_new, heads_kv, d), written into the cache at rows
@@ -179,13 +182,21 @@ struct Params {
   // a split call part by part (cpu/backend.cpp); validation leaves 1 part.
   int64_t split_index = 0, split_count = 1;
 
+  // Whether the call uses a KV cache's fields or asks for split-KV: on CUDA the cuda-kvcache
+  // family's calls alone (the other families refuse them).
+  FA_HOST_DEVICE bool uses_kv_cache() const {
+    return cache_capacity > 0 || block_table != nullptr || cache_seqlens != nullptr ||
+           cache_batch_idx != nullptr || cache_leftpad != nullptr || seqlen_new > 0 ||
+           rotary.dim > 0 || num_splits > 1;
+  }
+
   // The cache row of batch entry b's keys.
   FA_HOST_DEVICE int64_t cache_row(int64_t b) const {
     return cache_batch_idx ? int64_t(cache_batch_idx[b]) : b;
   }
 
-  // Host code (the CPU backends): the arrays above are host memory here. A CUDA paged path will
-  // need device versions that clamp what validation cannot read.
+  // Host code (the CPU backends): the arrays above are host memory here. The CUDA kernels read
+  // them through cuda/kernels/kvcache/kv_seq.cuh, which clamps what validation cannot read.
   // Entry b's keys are the cache rows [leftpad, end): end = cache_seqlens[b] (+ seqlen_new), or
   // the capacity; the queries are aligned to those keys. Split calls see their part of them.
   Sequence sequence(int64_t b) const {

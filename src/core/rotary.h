@@ -27,9 +27,17 @@ FA_HOST_DEVICE int64_t rotary_second(int64_t j, int64_t rotary_dim, bool interle
 // One pair, in fp32: (x1, x2) <- (x1 c - x2 s, x1 s + x2 c). Written as two products and a sum
 // so that every backend computes the same rounding where it does not contract to FMA.
 FA_HOST_DEVICE void rotate_pair(float& x1, float& x2, float c, float s) {
+#if defined(__CUDA_ARCH__)
+  // nvcc contracts a product and a sum into one FMA by default; the _rn intrinsics never are, so
+  // the device rounds as the CPU does (the appended cache rows are bit-exact across backends).
+  const float a = __fmul_rn(x1, c), b = __fmul_rn(x2, s), e = __fmul_rn(x1, s), f = __fmul_rn(x2, c);
+  x1 = __fsub_rn(a, b);
+  x2 = __fadd_rn(e, f);
+#else
   const float a = x1 * c, b = x2 * s, e = x1 * s, f = x2 * c;
   x1 = a - b;
   x2 = e + f;
+#endif
 }
 
 // Position of query row i of entry b whose cache held `cached` keys before the append: cached + i

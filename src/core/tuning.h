@@ -33,6 +33,9 @@
 #ifndef FA_TUNING_SM90_FWD_PACK_GQA
 #define FA_TUNING_SM90_FWD_PACK_GQA 1
 #endif
+#ifndef FA_TUNING_KVCACHE_ALL
+#define FA_TUNING_KVCACHE_ALL 0
+#endif
 #ifndef FA_TUNING_SM90_FWD_PERSISTENT
 #define FA_TUNING_SM90_FWD_PERSISTENT 1
 #endif
@@ -71,6 +74,10 @@ struct Tuning {
   // cuda-sm90's GQA packing: with seqlen_q < 128 and a power-of-two group up to 32, one work tile
   // holds the group's query heads (fwd_sm90.cu, pack_log2), so K / V are read once a KV head.
   bool sm90_fwd_pack_gqa = FA_TUNING_SM90_FWD_PACK_GQA != 0;
+  // The KV-cache family (cuda-kvcache) takes every CUDA forward it serves (no dropout), not only
+  // those with a KV cache's fields or num_splits > 1: the GPU tests' way to run the plain grid
+  // through it.
+  bool kvcache_all = FA_TUNING_KVCACHE_ALL != 0;
 };
 
 // What a call's launchers need beyond its Params: the device's properties (queried once per

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "cuda/backend.h"
 #include "cuda/fwd_sm90.h"
+#include "cuda/kvcache.h"
 #include "cuda/kernels/vanilla/vanilla.h"
 
 namespace fa::cuda {
@@ -37,8 +38,25 @@ fa_status guarded(const char** message, F&& body) {
 }
 
 // ---- the families (the rows of src/api/dispatch.cpp) ------------------------------------------
+// The KV cache's fields are cuda-kvcache's alone: every other family would ignore them.
+void refuse_kv_cache(const Params& p, const char* family) {
+  if (p.uses_kv_cache())
+    fail(FA_ERROR_UNSUPPORTED, family, ": KV caches, appended keys, rotary and split-KV are the "
+         "cuda-kvcache family's");
+}
+
 void check(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
+  if (f != CudaFamily::KvCache) refuse_kv_cache(p, f == CudaFamily::Sm90 ? "cuda-sm90"
+                                                 : f == CudaFamily::Sm80 ? "cuda-sm80"
+                                                                         : "cuda-vanilla");
   switch (f) {
+    case CudaFamily::KvCache: {
+      if (backward) fail(FA_ERROR_UNSUPPORTED, "cuda-kvcache: forward only");
+      check_forward(p, ctx);
+      const std::string why = kvcache_refusal(p, ctx);
+      if (!why.empty()) fail(FA_ERROR_UNSUPPORTED, "cuda-kvcache: ", why);
+      return;
+    }
     case CudaFamily::Sm90: {
       check_forward(p, ctx);  // what every CUDA kernel needs (arch, dtype, alignment, sizes)
       const std::string why = sm90_fwd_refusal(p, ctx);
@@ -55,6 +73,7 @@ void check(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
 
 size_t workspace(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
   switch (f) {
+    case CudaFamily::KvCache: return backward ? 0 : kvcache_workspace(p, ctx);
     case CudaFamily::Sm90: return backward ? 0 : sm90_forward_workspace(p, ctx);
     case CudaFamily::Sm80: return backward ? backward_workspace(p, ctx) : 0;
     case CudaFamily::Vanilla:
@@ -66,6 +85,7 @@ size_t workspace(CudaFamily f, const Params& p, bool backward, const Context& ct
 void run(CudaFamily f, const Params& p, bool backward, const Context& ctx, void* ws,
          size_t bytes, void* stream) {
   switch (f) {
+    case CudaFamily::KvCache: return kvcache_forward(p, ctx, ws, bytes, stream);  // forward only
     case CudaFamily::Sm90: return sm90_forward(p, ctx, ws, bytes, stream);  // forward only
     case CudaFamily::Sm80:
       return backward ? cuda::backward(p, ctx, ws, bytes, stream) : forward(p, ctx, stream);

@@ -1,0 +1,6 @@
+// The cuda-kvcache family's launches for bf16 inputs (kvcache_launch.cuh).
+#include "cuda/kernels/kvcache/kvcache_launch.cuh"
+
+namespace fa::cuda::kvcache {
+template void run<Bf16Tag>(const Params&, const Context&, void*, size_t, void*);
+}  // namespace fa::cuda::kvcache

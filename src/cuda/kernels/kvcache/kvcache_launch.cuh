@@ -1,0 +1,101 @@
+// Host side of the cuda-kvcache family: the plan (plan.h), the workspace carve-up, and the
+// launches of one call: kv_prepare_kernel (append, rotary), kv_fwd_kernel, kv_combine_kernel
+// (split calls). Included by kvcache_bf16.cu / kvcache_fp16.cu, one 16-bit type each.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/error.h"
+#include "cuda/backend.h"
+#include "cuda/device_guard.h"
+#include "cuda/device_props.h"
+#include "cuda/instantiations/head_dims.h"
+#include "cuda/kernels/kvcache/kvcache_kernel.cuh"
+#include "cuda/kernels/kvcache/plan.h"
+#include "cuda/kvcache.h"
+#include "fa_build_config.h"  // FA_SM80_FWD_DIMS: the head dims of this build
+
+namespace fa::cuda::kvcache {
+
+inline void check_launch(const char* what, int d) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    fail(FA_ERROR_CUDA, what, " (cuda-kvcache, d", d, ") launch: ", cudaGetErrorString(err));
+}
+
+template <int D, typename Tag>
+void launch_attention(const Params& p, const KvArgs& a, cudaStream_t stream) {
+  using T = KvTraits<D, Tag>;
+  static std::atomic<uint64_t> opted_in{0};
+  const cudaError_t err = opt_in_smem(reinterpret_cast<const void*>(kv_fwd_kernel<T>),
+                                      T::kSmemBytes, p.device.index, opted_in);
+  if (err != cudaSuccess)
+    fail(FA_ERROR_CUDA, "cudaFuncSetAttribute(cuda-kvcache d", D, "): ", cudaGetErrorString(err));
+  const dim3 grid(unsigned(int64_t(a.row_tiles) * a.splits), unsigned(p.heads_kv),
+                  unsigned(p.batch));
+  kv_fwd_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, a);
+  check_launch("attention kernel", D);
+}
+
+template <int D, int... Ds, typename Run>
+void with_kernel_dim(int kernel_d, Run&& run) {
+  if (kernel_d == D) return run(std::integral_constant<int, D>{});
+  if constexpr (sizeof...(Ds) > 0) {
+    with_kernel_dim<Ds...>(kernel_d, run);
+  } else {
+    fail(FA_ERROR_INTERNAL, "no cuda-kvcache instantiation for head dim ", kernel_d);
+  }
+}
+
+template <typename Tag>
+void run(const Params& call, const Context& ctx, void* workspace, size_t bytes, void* stream_ptr) {
+  using E = std::conditional_t<std::is_same_v<Tag, Bf16Tag>, bfloat16_t, half_t>;
+  const auto stream = static_cast<cudaStream_t>(stream_ptr);
+  const int kernel_d = kernel_head_dim(call.head_dim);
+  const Plan plan = make_plan(call.batch, call.heads_kv, call.seqlen_q, call.group(),
+                              call.seqlen_k, call.num_splits, kernel_d, ctx.device.sms,
+                              ctx.device.smem_optin);
+  const bool rotary = call.rotary.dim > 0;
+  const WorkspaceLayout w =
+      workspace_layout(call.total_q, call.heads_q, call.head_dim, rotary, plan.splits);
+  if (bytes < w.bytes() || (w.bytes() > 0 && workspace == nullptr))
+    fail(FA_ERROR_INTERNAL, "cuda-kvcache workspace of ", bytes, " bytes is below its ",
+         w.bytes());
+  char* base = static_cast<char*>(workspace);
+  Params p = call;
+
+  // Append and rotate first: the attention reads the new keys from the cache and q rotated.
+  const int64_t prepare = p.batch * p.seqlen_new + (rotary ? p.batch * p.seqlen_q : 0);
+  E* q_rot = rotary ? reinterpret_cast<E*>(base) : nullptr;
+  if (prepare > 0) {
+    kv_prepare_kernel<E><<<unsigned(prepare), 128, 0, stream>>>(p, q_rot);
+    check_launch("prepare kernel", kernel_d);
+  }
+  if (rotary) {
+    p.q.data = q_rot;
+    p.q.stride_h = p.head_dim;
+    p.q.stride_s = p.heads_q * p.head_dim;
+    p.q.stride_b = p.seqlen_q * p.heads_q * p.head_dim;
+  }
+
+  KvArgs a{};
+  a.row_tiles = int32_t(plan.row_tiles);
+  a.splits = int32_t(plan.splits);
+  a.group = int32_t(p.group());
+  a.part_rows = p.total_q * p.heads_q;
+  a.part_o = plan.splits > 1 ? reinterpret_cast<float*>(base + w.rotated_q) : nullptr;
+  a.part_lse = plan.splits > 1 ? reinterpret_cast<float*>(base + w.rotated_q + w.part_o) : nullptr;
+  with_kernel_dim<FA_SM80_FWD_DIMS>(kernel_d, [&](auto d) {
+    launch_attention<decltype(d)::value, Tag>(p, a, stream);
+  });
+  if (plan.splits > 1) {
+    kv_combine_kernel<Tag><<<unsigned((a.part_rows + 3) / 4), 128, 0, stream>>>(p, a);
+    check_launch("combine kernel", kernel_d);
+  }
+}
+
+}  // namespace fa::cuda::kvcache

@@ -1,0 +1,99 @@
+// The cuda-kvcache family's launch plan: its tile shape, how many blocks an SM holds, how many
+// parts split-KV cuts the keys into, and the workspace those parts take. Host code only (the
+// kernels see the result as KvArgs); host-tested by tests/test_kvcache_plan.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/splits.h"
+
+namespace fa::cuda::kvcache {
+
+// Keys of one warp's K / V tile, and the tiles in flight per warp. Compile-time choices, exposed
+// for tuning builds (the kernels' shared memory follows them).
+#ifndef FA_KVCACHE_BLOCK_N
+#define FA_KVCACHE_BLOCK_N 16
+#endif
+#ifndef FA_KVCACHE_STAGES
+#define FA_KVCACHE_STAGES 2
+#endif
+
+constexpr int kBlockM = 16;  // packed query rows of a block (one m16 tile)
+constexpr int kBlockN = FA_KVCACHE_BLOCK_N;
+constexpr int kStages = FA_KVCACHE_STAGES;
+
+// Warps of a block: each streams its own key tiles through its own ring of kStages (K, V) tiles
+// and keeps its own online softmax; the block merges them at the end. Four up to d 128, two above
+// (so that the ring stays under sm86 / sm89's 99 KB).
+constexpr int warps_for(int kernel_d) { return kernel_d <= 128 ? 4 : 2; }
+
+// Shared memory of a block: the Q tile and the warps' rings (16-bit elements; column blocks of
+// 64 as cuda/tile/swizzle.h stores them).
+constexpr int64_t padded_cols(int kernel_d) { return (kernel_d + 63) / 64 * 64; }
+constexpr int64_t smem_bytes(int kernel_d) {
+  return 2 * padded_cols(kernel_d) * (kBlockM + int64_t(warps_for(kernel_d)) * kStages * 2 * kBlockN);
+}
+
+// Keys a part of a split call should have at least: below it the partials' traffic and the
+// combine cost more than the parallelism gains (a warp then streams about four tiles).
+constexpr int64_t min_keys_per_split(int kernel_d) { return 4 * warps_for(kernel_d) * kBlockN; }
+
+struct Plan {
+  int64_t row_tiles = 0;  // 16-row tiles of one (batch entry, kv head): seqlen_q * group rows
+  int64_t splits = 1;     // parts of the keys (1: no split, no combine)
+  int64_t blocks = 0;     // row_tiles * batch * heads_kv, before the split
+};
+
+// The parts of a call: the caller's num_splits (capped at kMaxSplits and at one per tile of keys),
+// else enough that the blocks cover every SM's resident blocks once, each part at least
+// min_keys_per_split keys long. sms / smem_optin: the device's; seqlen_k: the most keys an entry
+// attends to (a KV cache's capacity on CUDA).
+inline Plan make_plan(int64_t batch, int64_t heads_kv, int64_t seqlen_q, int64_t group,
+                      int64_t seqlen_k, int64_t num_splits, int kernel_d, int sms,
+                      int smem_optin) {
+  Plan plan;
+  plan.row_tiles = (seqlen_q * group + kBlockM - 1) / kBlockM;
+  plan.blocks = plan.row_tiles * batch * heads_kv;
+  const int64_t key_tiles = (seqlen_k + kBlockN - 1) / kBlockN;
+  if (num_splits > 0) {
+    int64_t n = num_splits < kMaxSplits ? num_splits : kMaxSplits;
+    if (n > key_tiles) n = key_tiles > 0 ? key_tiles : 1;
+    plan.splits = n;
+    return plan;
+  }
+  const int64_t per_sm_smem = smem_optin / smem_bytes(kernel_d);
+  const int64_t per_sm_threads = 2048 / (32 * warps_for(kernel_d));
+  int64_t per_sm = per_sm_smem < per_sm_threads ? per_sm_smem : per_sm_threads;
+  if (per_sm < 1) per_sm = 1;
+  const int64_t workers = int64_t(sms) * per_sm;
+  if (plan.blocks <= 0 || plan.blocks >= workers) return plan;
+  int64_t n = (workers + plan.blocks - 1) / plan.blocks;
+  const int64_t by_keys = seqlen_k / min_keys_per_split(kernel_d);
+  if (n > by_keys) n = by_keys;
+  if (n > kMaxSplits) n = kMaxSplits;
+  plan.splits = n > 1 ? n : 1;
+  return plan;
+}
+
+// The workspace of a call, in the order the launch carves it (each piece 256-byte aligned): the
+// rotated q (batch, seqlen_q, heads_q, d) in the inputs' 16-bit type when rotary is on, then the
+// split partials, fp32 O (splits, total_q * heads_q, d) and LSE (splits, total_q * heads_q).
+struct WorkspaceLayout {
+  size_t rotated_q = 0, part_o = 0, part_lse = 0;
+  size_t bytes() const { return rotated_q + part_o + part_lse; }
+};
+inline size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+inline WorkspaceLayout workspace_layout(int64_t total_q, int64_t heads_q, int64_t head_dim,
+                                        bool rotary, int64_t splits) {
+  WorkspaceLayout w;
+  const size_t rows = size_t(total_q) * size_t(heads_q);
+  if (rotary) w.rotated_q = align256(rows * size_t(head_dim) * 2);
+  if (splits > 1) {
+    w.part_o = align256(size_t(splits) * rows * size_t(head_dim) * 4);
+    w.part_lse = align256(size_t(splits) * rows * 4);
+  }
+  return w;
+}
+
+}  // namespace fa::cuda::kvcache

@@ -1,0 +1,140 @@
+// The KV-cache family (cuda-kvcache, src/cuda/kernels/kvcache/) on plain calls: with
+// Tuning::kvcache_all every forward it serves runs there (asserted through the registry), so its
+// attention kernel meets the whole feature grid (head dims 32-256 and ones between, causal,
+// windows, softcap, ALiBi, a negative scale, GQA / MQA packed into one tile, packed batches with
+// empty sequences, more queries than keys), by FlashAttention's rule against the fp64 reference,
+// outputs poisoned; each case also with split-KV forced (num_splits 3, then 128: more parts than
+// some rows have keys), through the combine kernel. The KV-cache calls themselves (paged caches,
+// cache_seqlens, append + rotary, leftpad, row maps) are tests/test_kv_update.cpp's GPU section.
+// Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gpu_support.h"
+
+#ifdef FA_TEST_CUDA
+#include "api/internal.h"
+#endif
+
+namespace fa::test {
+namespace {
+
+#ifdef FA_TEST_CUDA
+
+Tuning kvcache_everywhere() {
+  Tuning t;
+  t.kvcache_all = true;
+  return t;
+}
+
+std::string family(const fa_params& p, const Tuning& t) {
+  const char* name = nullptr;
+  if (internal::select_kernel(&p, Pass::Forward, t, &name) != FA_OK) return fa_last_error();
+  return name;
+}
+
+std::vector<Case> plain_cases() {
+  std::vector<Case> out;
+  uint64_t seed = 26000;
+  const std::vector<std::pair<int, int>> lens{{1, 129}, {4, 1000}, {113, 203}, {300, 77}, {16, 16}};
+  int n = 0;
+  for (const int d : {32, 64, 96, 128, 160, 192, 224, 256, 40, 200})
+    for (int feature = 0; feature < 7; ++feature) {
+      Case c;
+      c.dtype = (n % 2) ? FA_DTYPE_FP16 : FA_DTYPE_BF16;
+      c.batch = 2;
+      c.heads_kv = 2;
+      c.heads_q = c.heads_kv * ((n % 4 == 0) ? 1 : (n % 4 == 1) ? 4 : (n % 4 == 2) ? 3 : 8);
+      c.head_dim = d;
+      c.seqlen_q = lens[size_t(n % 5)].first;
+      c.seqlen_k = lens[size_t(n % 5)].second;
+      if (feature == 1) c.causal = true;
+      if (feature == 2) { c.window_left = 50; c.window_right = 7; }
+      if (feature == 3) c.softcap = 20.f;
+      if (feature == 4) { c.alibi = true; c.causal = (n % 2) == 0; }
+      if (feature == 5) c.softmax_scale = -0.09f;
+      if (feature == 6) {
+        c.batch = 4;
+        c.lens_q = {int32_t(c.seqlen_q), 0, 5, 1};
+        c.lens_k = {int32_t(c.seqlen_k), 9, 0, 130};
+        c.causal = (n % 2) == 1;
+      }
+      c.strided = n % 3 == 0;
+      c.pad = 8;
+      c.seed = seed++;
+      ++n;
+      out.push_back(c);
+    }
+  // MQA with 32 query heads a kv head (two row tiles per query), and a long decode row.
+  for (const int sq : {1, 3}) {
+    Case c;
+    c.dtype = FA_DTYPE_BF16;
+    c.batch = 2;
+    c.heads_kv = 1;
+    c.heads_q = 32;
+    c.head_dim = 128;
+    c.seqlen_q = sq;
+    c.seqlen_k = 5000;
+    c.causal = true;
+    c.seed = seed++;
+    out.push_back(c);
+  }
+  return out;
+}
+
+class GpuKvFamily : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuKvFamily, PlainCallsMatchReference) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+  const Tuning t = kvcache_everywhere();
+  for (const int splits : {1, 3, 128}) {
+    SCOPED_TRACE(::testing::Message() << "num_splits " << splits);
+    Problem pr(GetParam());
+    DeviceProblem dev(pr, FA_BACKEND_AUTO), no_lse(pr, FA_BACKEND_AUTO);
+    dev.p.num_splits = splits;
+    no_lse.p.num_splits = splits;
+    ASSERT_EQ(family(dev.p, t), "cuda-kvcache");
+    run_pass(dev.p, false, &t);
+    no_lse.p.lse.data = nullptr;
+    run_pass(no_lse.p, false, &t);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(dev.out.bytes(pr.out), no_lse.out.bytes(pr.out)) << "out without lse";
+    expect_device_results(pr, dev, false);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, GpuKvFamily, ::testing::ValuesIn(plain_cases()), CaseTestName{});
+
+// Which family takes what: by default plain calls stay with the flash families and a split call
+// goes to cuda-kvcache; dropout never does (the family refuses it, and the others refuse the
+// split, naming cuda-kvcache's).
+TEST(GpuKvFamilyDispatch, WhoTakesWhat) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+  Case c;
+  c.dtype = FA_DTYPE_BF16;
+  c.batch = 2;
+  c.heads_q = 8;
+  c.heads_kv = 2;
+  c.head_dim = 128;
+  c.seqlen_q = 1;
+  c.seqlen_k = 300;
+  Problem pr(c);
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  EXPECT_EQ(family(dev.p, Tuning{}), "cuda-sm80");
+  dev.p.num_splits = 4;
+  EXPECT_EQ(family(dev.p, Tuning{}), "cuda-kvcache");
+  dev.p.dropout_p = 0.1f;
+  EXPECT_NE(family(dev.p, Tuning{}), "cuda-kvcache");
+  EXPECT_NE(family(dev.p, Tuning{}).find("dropout"), std::string::npos) << family(dev.p, Tuning{});
+}
+
+#else
+TEST(GpuKvFamily, SkippedWithoutCuda) { GTEST_SKIP() << "CPU-only build (FA_CUDA=OFF or no nvcc)"; }
+#endif
+
+}  // namespace
+}  // namespace fa::test
