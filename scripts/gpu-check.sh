@@ -8,7 +8,9 @@
 # Environment: FA_ARCHS (default 90a), FA_COMMIT (recorded in the JSON), FA_GPU_CHECK_PYTHON=0
 # (skip the Python test suite; the overhead check still runs), FA_CMAKE_ARGS (extra configure
 # options), FA_GPU_CHECK_FWD_BENCH=0 / FA_GPU_CHECK_BWD_BENCH=0 (skip the forward / backward
-# benchmark), FA_GPU_CHECK_BENCH_ARGS (more gpu_bench.py arguments for both, e.g. "--dtypes
+# benchmark), FA_GPU_CHECK_DECODE_BENCH=1 (also the decode benchmark, bench/decode_bench.py
+# --quick --append: off by default, the quick forward and backward ones already take most of a
+# command's 600 s), FA_GPU_CHECK_BENCH_ARGS (more gpu_bench.py arguments for both, e.g. "--dtypes
 # bf16"), FA_GTEST_SOURCE_DIR (a GoogleTest source tree when the machine has no package;
 # default .deps/googletest). The tools need CLI11, {fmt} and nlohmann-json headers: the system's
 # or .deps/CLI11, .deps/fmt, .deps/nlohmann_json (tools/deps.cmake). Carry those four .deps
@@ -40,7 +42,7 @@ if [ $rc -ne 0 ]; then tail -40 "$out/build.log"; exit 1; fi
 # (their logs concatenated into gpu-tests.log; rc is the worst shard's).
 t0=$(date +%s)
 shards=${FA_GPU_CHECK_SHARDS:-4}
-gpu_filter='Grid/Gpu*:*VanillaGpu*:GpuBackward*:GpuForwardLse*:GpuNegativeScale*:Shapes/GpuWgmma*:Grid/GpuSm90*:GpuSm90Fallback*:HeadDims/GpuDropout*:HeadDims/GpuDeterministic*:HeadDims/GpuBwdTail*:Arrays/GpuHostile*:GpuHostile*'
+gpu_filter='Grid/Gpu*:GpuKvFamilyDispatch*:*VanillaGpu*:GpuBackward*:GpuForwardLse*:GpuNegativeScale*:Shapes/GpuWgmma*:Grid/GpuSm90*:GpuSm90Fallback*:HeadDims/GpuDropout*:HeadDims/GpuDeterministic*:HeadDims/GpuBwdTail*:Arrays/GpuHostile*:GpuHostile*'
 pids=()
 for ((i = 0; i < shards; ++i)); do
   GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i ./build-gpu/tests/fa_tests \
@@ -59,8 +61,8 @@ summary+=("sass counts: rc=$? $(($(wc -l < "$out/sass.tsv") - 1)) kernels in sas
 
 # memcheck (with the hostile cu_seqlens of test_gpu_hostile.cpp) and racecheck side by side.
 t0=$(date +%s)
-memcheck_filter='*Gpu*s113x203*:*GpuDropout*d64:GpuForwardLse*:Shapes/GpuWgmma*:HeadDims/GpuBwdTail*d64:Arrays/GpuHostile*:GpuHostile*'
-racecheck_filter='*Gpu*_d64_*s113x203*:*Gpu*s113x203*_d64*:Grid/Gpu*s799x3*:HeadDims/GpuBwdTail*d64'
+memcheck_filter='Grid/GpuKvUpdate*:*GpuKvFamily*_d64*:*Gpu*s113x203*:*GpuDropout*d64:GpuForwardLse*:Shapes/GpuWgmma*:HeadDims/GpuBwdTail*d64:Arrays/GpuHostile*:GpuHostile*'
+racecheck_filter='Grid/GpuKvUpdate*:*Gpu*_d64_*s113x203*:*Gpu*s113x203*_d64*:Grid/Gpu*s799x3*:HeadDims/GpuBwdTail*d64'
 {
   compute-sanitizer --tool memcheck --error-exitcode 9 ./build-gpu/tests/fa_tests \
     --gtest_filter="$memcheck_filter" > "$out/memcheck.log" 2>&1
@@ -105,6 +107,14 @@ if [ "${FA_GPU_CHECK_BWD_BENCH:-1}" = 1 ]; then
   summary+=("bench bwd: rc=$? in $(( $(date +%s) - t0 ))s")
 fi
 
+if [ "${FA_GPU_CHECK_DECODE_BENCH:-0}" = 1 ]; then
+  t0=$(date +%s)
+  FA_LIBRARY=$PWD/build-gpu/libflashattn.so python3 bench/decode_bench.py --quick --append \
+    --json "$out/bench-decode.json" --commit "${FA_COMMIT:-unknown}" > "$out/bench-decode-table.txt" \
+    2> "$out/bench-decode.log"
+  summary+=("bench decode: rc=$? in $(( $(date +%s) - t0 ))s")
+fi
+
 echo "---- failures (first 30 lines)"
 grep -E "Failure|error|FAILED" "$out/gpu-tests.log" | head -30
 echo "---- sanitizer reports (first 30 lines)"
@@ -112,6 +122,7 @@ grep -hE "^========= (Error|Warning|    )" "$out/memcheck.log" "$out/racecheck.l
 echo "---- registers / spills"
 grep -E "registers|spill" "$out/build.log" | grep -v "0 bytes spill" | head -8
 [ -f "$out/bench-table.txt" ] && { echo "---- benchmark"; cat "$out/bench-table.txt"; }
+[ -f "$out/bench-decode-table.txt" ] && { echo "---- decode benchmark"; cat "$out/bench-decode-table.txt"; tail -3 "$out/bench-decode.log"; }
 [ -f "$out/bench-bwd-table.txt" ] && { echo "---- backward benchmark"; cat "$out/bench-bwd-table.txt"; tail -3 "$out/bench-bwd.log"; }
 echo "---- summary"
 printf '%s\n' "${summary[@]}"
