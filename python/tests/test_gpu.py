@@ -55,6 +55,24 @@ def test_forward_backward(case, dtype):
                                      ref_compute=torch.float32, naive_compute=dtype))
 
 
+# Head dims that are not a multiple of 8: the library runs them on zero-padded copies (its
+# cuda/head_dim_pad.h), forward and backward, every feature; flash_attn pads them in Python.
+ODD_DIMS = [
+    Case(b=2, sq=113, sk=203, hq=4, hk=2, d=59),
+    Case(b=1, sq=77, sk=130, hq=4, hk=4, d=111, causal=True),
+    Case(b=2, sq=64, sk=64, hq=6, hk=3, d=3, alibi="bh", window=(20, 4)),
+    Case(b=1, sq=1, sk=300, hq=8, hk=1, d=250, softcap=20.0),
+]
+
+
+@pytest.mark.parametrize("case", ODD_DIMS, ids=lambda c: c.id())
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_any_head_dim_forward_backward(case, dtype):
+    gen = torch.Generator().manual_seed(19)
+    expect_or_xfail(lambda: run_case(case, dtype, "cuda", gen, backward=True,
+                                     ref_compute=torch.float32, naive_compute=dtype))
+
+
 def test_backward_error_is_the_librarys_message():
     q, k, v = (torch.randn(1, 16, 2, 64, device="cuda", dtype=torch.float16, requires_grad=True)
                for _ in range(3))

@@ -2,6 +2,7 @@
 // kernels through, and the library's one exported symbol, fa_cuda_backend. Each entry runs its
 // part of the backend and turns an exception into a status and a message (exceptions never cross
 // into the core).
+#include <cstdint>
 #include <new>
 #include <string>
 
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "cuda/backend.h"
 #include "cuda/fwd_sm90.h"
+#include "cuda/head_dim_pad.h"
 #include "cuda/kvcache.h"
 #include "cuda/kernels/vanilla/vanilla.h"
 
@@ -45,13 +47,16 @@ void refuse_kv_cache(const Params& p, const char* family) {
          "cuda-kvcache family's");
 }
 
-void check(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
-  if (f != CudaFamily::KvCache) refuse_kv_cache(p, f == CudaFamily::Sm90 ? "cuda-sm90"
-                                                 : f == CudaFamily::Sm80 ? "cuda-sm80"
-                                                                         : "cuda-vanilla");
+// A family's check, workspace and run on Params its kernels take as they are (the wrappers below
+// pad the head dim first where needed).
+void check_family(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
   switch (f) {
     case CudaFamily::KvCache: {
       if (backward) fail(FA_ERROR_UNSUPPORTED, "cuda-kvcache: forward only");
+      if (p.head_dim % 8 != 0)
+        fail(FA_ERROR_HEAD_DIM, "cuda-kvcache: head_dim=", p.head_dim, " must be a multiple of 8 "
+             "with a KV cache (the other CUDA families pad other head dims; a cache is not "
+             "copied)");
       check_forward(p, ctx);
       const std::string why = kvcache_refusal(p, ctx);
       if (!why.empty()) fail(FA_ERROR_UNSUPPORTED, "cuda-kvcache: ", why);
@@ -71,7 +76,7 @@ void check(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
   fail(FA_ERROR_INTERNAL, "unknown CUDA family ", int(f));
 }
 
-size_t workspace(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
+size_t workspace_family(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
   switch (f) {
     case CudaFamily::KvCache: return backward ? 0 : kvcache_workspace(p, ctx);
     case CudaFamily::Sm90: return backward ? 0 : sm90_forward_workspace(p, ctx);
@@ -82,8 +87,8 @@ size_t workspace(CudaFamily f, const Params& p, bool backward, const Context& ct
   fail(FA_ERROR_INTERNAL, "unknown CUDA family ", int(f));
 }
 
-void run(CudaFamily f, const Params& p, bool backward, const Context& ctx, void* ws,
-         size_t bytes, void* stream) {
+void run_family(CudaFamily f, const Params& p, bool backward, const Context& ctx, void* ws,
+                size_t bytes, void* stream) {
   switch (f) {
     case CudaFamily::KvCache: return kvcache_forward(p, ctx, ws, bytes, stream);  // forward only
     case CudaFamily::Sm90: return sm90_forward(p, ctx, ws, bytes, stream);  // forward only
@@ -94,6 +99,41 @@ void run(CudaFamily f, const Params& p, bool backward, const Context& ctx, void*
                       : vanilla::forward(p, ws, bytes, stream);
   }
   fail(FA_ERROR_INTERNAL, "unknown CUDA family ", int(f));
+}
+
+// The flash families take head dims that are multiples of 8; others run on zero-padded copies in
+// the workspace (cuda/head_dim_pad.h). Vanilla takes every head dim, the KV-cache family refuses.
+bool pads(CudaFamily f, const Params& p) {
+  return (f == CudaFamily::Sm80 || f == CudaFamily::Sm90) && needs_head_dim_padding(p);
+}
+// Where the padded copies would be, for checks and workspace sizes (never dereferenced).
+char* const kPlaceholder = reinterpret_cast<char*>(uintptr_t(256));
+
+void check(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
+  if (f != CudaFamily::KvCache) refuse_kv_cache(p, f == CudaFamily::Sm90 ? "cuda-sm90"
+                                                 : f == CudaFamily::Sm80 ? "cuda-sm80"
+                                                                         : "cuda-vanilla");
+  if (pads(f, p)) return check_family(f, padded_params(p, backward, kPlaceholder), backward, ctx);
+  check_family(f, p, backward, ctx);
+}
+
+size_t workspace(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
+  if (!pads(f, p)) return workspace_family(f, p, backward, ctx);
+  return padded_bytes(p, backward) +
+         workspace_family(f, padded_params(p, backward, kPlaceholder), backward, ctx);
+}
+
+void run(CudaFamily f, const Params& p, bool backward, const Context& ctx, void* ws,
+         size_t bytes, void* stream) {
+  if (!pads(f, p)) return run_family(f, p, backward, ctx, ws, bytes, stream);
+  const size_t pad = padded_bytes(p, backward);
+  if (ws == nullptr || bytes < pad)
+    fail(FA_ERROR_INTERNAL, "workspace of ", bytes, " bytes is below the padded copies' ", pad);
+  char* base = static_cast<char*>(ws);
+  const Params padded = padded_params(p, backward, base);
+  pad_inputs(p, padded, backward, stream);
+  run_family(f, padded, backward, ctx, base + pad, bytes - pad, stream);
+  unpad_outputs(p, padded, backward, stream);
 }
 
 // ---- the table ----------------------------------------------------------------------------
