@@ -269,21 +269,26 @@ TEST(GpuTrtPluginWorkspace, LargestShapesCoverSmallerCalls) {
 #endif
 }
 
-// What the library cannot run on this GPU is refused while the engine is built, with its reason.
+// What the library cannot run on this GPU is refused while the engine is built, with its reason:
+// here a profile whose largest batch exceeds what the CUDA kernels' grid takes (65535).
 TEST(GpuTrtPluginConfigure, RefusesWhatTheKernelsCannotRun) {
   std::string why;
   if (fa::test::skip_without_gpu(&why)) GTEST_SKIP() << why;
 #ifdef FA_TEST_CUDA
-  PluginPtr p(creator("flashattn")->createPlugin("d20", Fields().collection(), nvinfer1::TensorRTPhase::kBUILD));
+  PluginPtr p(creator("flashattn")->createPlugin("big", Fields().collection(), nvinfer1::TensorRTPhase::kBUILD));
   ASSERT_NE(p, nullptr);
   std::vector<nvinfer1::DynamicPluginTensorDesc> io;
-  for (int i = 0; i < 4; ++i)  // head_dim 20: not a multiple of 8
-    io.push_back(dynamic(dims({-1, -1, 4, 20}), dims({1, 1, 4, 20}), dims({2, 256, 4, 20}), DataType::kHALF));
+  for (int i = 0; i < 4; ++i)
+    io.push_back(dynamic(dims({-1, -1, 4, 64}), dims({1, 1, 4, 64}), dims({70000, 16, 4, 64}), DataType::kHALF));
   const size_t before = Library::get().messages.errors().size();
   EXPECT_NE(build(p.get())->configurePlugin(io.data(), 3, io.data() + 3, 1), 0);
   ASSERT_EQ(Library::get().messages.errors().size(), before + 1);
-  EXPECT_NE(Library::get().messages.last_error().find("the library refuses the call"), std::string::npos)
-      << Library::get().messages.last_error();
+  const std::string msg = Library::get().messages.last_error();
+  EXPECT_NE(msg.find("at the profile's largest shapes: the library refuses the call"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("65535"), std::string::npos) << msg;
+  // A profile within the limit is accepted.
+  for (auto& d : io) d.max.d[0] = 65535;
+  EXPECT_EQ(build(p.get())->configurePlugin(io.data(), 3, io.data() + 3, 1), 0) << Library::get().messages.last_error();
 #endif
 }
 
