@@ -9,6 +9,7 @@
 #   scripts/tensorrt-headers.sh GITDIR [REF] export include/ at REF (default v10.16) from a git
 #                                            repository of NVIDIA/TensorRT (a clone or a mirror)
 #   scripts/tensorrt-headers.sh --clone [REF] shallow-clone github.com/NVIDIA/TensorRT at REF first
+#                                            (FA_TENSORRT_GIT_URL: another URL of that repository)
 #
 # A machine with TensorRT installed needs none of this: pass -DFA_TENSORRT_INCLUDE_DIR=<its
 # include directory> (e.g. /usr/include/x86_64-linux-gnu, or TensorRT-10.x/include of the tarball).
@@ -21,12 +22,12 @@ ref=${2:-v10.16}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 if [ "$src" = "--clone" ]; then
-  git clone -q --depth 1 --branch "$ref" --filter=blob:none --sparse https://github.com/NVIDIA/TensorRT "$tmp/repo"
+  # Only include/ is checked out (a sparse, blob-less shallow clone); its files are copied.
+  url=${FA_TENSORRT_GIT_URL:-https://github.com/NVIDIA/TensorRT}
+  git clone -q --depth 1 --branch "$ref" --filter=blob:none --sparse "$url" "$tmp/repo"
   git -C "$tmp/repo" sparse-checkout set include
-  src="$tmp/repo"
-fi
-
-if [ -f "$src/include/NvInferRuntime.h" ] && [ ! -d "$src/.git" ] && [ -z "${2:-}" ]; then
+  from="$tmp/repo/include"; what="include/ of $url at $ref ($(git -C "$tmp/repo" rev-parse HEAD))"
+elif [ -f "$src/include/NvInferRuntime.h" ] && [ ! -d "$src/.git" ] && [ -z "${2:-}" ]; then
   from="$src/include"; what="copied from $from"
 elif [ -f "$src/NvInferRuntime.h" ]; then
   from="$src"; what="copied from $from"
@@ -41,9 +42,10 @@ else
 fi
 [ -f "$from/NvInferRuntime.h" ] || { echo "tensorrt-headers: no NvInferRuntime.h in $from" >&2; exit 1; }
 
+cp -R "$from" "$tmp/staged"  # before the old copy goes: $from may be it
 rm -rf "$dest/include"
 mkdir -p "$dest"
-cp -R "$from" "$dest/include"
+mv "$tmp/staged" "$dest/include"
 echo "$what" > "$dest/SOURCE"
 version=$(grep -hE '#define (NV_TENSORRT|TRT)_(MAJOR|MINOR|PATCH)(_ENTERPRISE)? +[0-9]+' \
   "$dest/include/NvInferVersion.h" | awk '{print $3}' | paste -sd. -)
