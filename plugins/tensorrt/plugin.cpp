@@ -163,8 +163,8 @@ int32_t Plugin::getOutputDataTypes(DataType* output_types, int32_t nb_outputs, c
     // A weakly typed network declares fp32 here and lets supportsFormatCombination pick fp16 /
     // bf16 (with --fp16 / --bf16); a strongly typed one must give 16-bit inputs.
     report_.warning(
-        "the inputs are fp32; the plugin runs fp16 or bf16 only: build a weakly typed network with --fp16 or "
-        "--bf16, or give the plugin fp16 / bf16 inputs (e.g. fuse an fp16 export)");
+        "the inputs are fp32; the plugin runs fp16 or bf16 only: give it fp16 / bf16 inputs (e.g. fuse an fp16 "
+        "export and build with --stronglyTyped), or build a weakly typed network with --fp16 or --bf16");
   } else if (!runs(t)) {
     report_.error(ErrorCode::kINVALID_ARGUMENT,
                   "the inputs have type " + type_name(t) + "; the plugin runs fp16 or bf16");
