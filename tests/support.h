@@ -71,7 +71,22 @@ struct Case {
   int64_t page_size = 0;
   std::vector<int32_t> cache_lens;
   int64_t q_shift = 0;
+  // attn_bias (fa_params 0.4): bias_dtype -1 = none, else its fa_dtype (fp32 / fp16 / bf16, or
+  // bool / int8 for a mask); bias_full[i]: dimension i (batch, heads_q, seqlen_q, seqlen_k) has
+  // its full size, else 1 (broadcast). A packed batch's query / key dimensions are
+  // max_seqlen + 2 (the bias may be larger than every sequence). Masks keep each element with
+  // probability bias_keep. bias_empty_rows: every 7th query row (from 2) of the bias sees no
+  // key (-inf, or false); with a broadcast query dimension every 5th key (from 3) is hidden
+  // instead. dbias: the backward also writes dbias, in dbias_dtype (-1: fp32).
+  int bias_dtype = -1;
+  bool bias_full[4] = {true, true, true, true};
+  double bias_keep = 0.8;
+  bool bias_empty_rows = false;
+  bool dbias = false;
+  int dbias_dtype = -1;
 
+  bool has_bias() const { return bias_dtype >= 0; }
+  bool bias_is_mask() const { return bias_dtype == FA_DTYPE_BOOL || bias_dtype == FA_DTYPE_INT8; }
   fa_dtype out_type() const { return out_dtype < 0 ? dtype : fa_dtype(out_dtype); }
 
   bool varlen() const { return !lens_q.empty(); }
@@ -96,6 +111,7 @@ struct Problem {
   // Paged: the cache the call reads (k, v keep the same keys densely), its block table; and the
   // cache_seqlens tensor when the call passes one.
   HostTensor k_pages, v_pages, block_table, cache_seqlens;
+  HostTensor bias, dbias;  // Case::bias_dtype, Case::dbias
   int64_t total_q = 0, total_k = 0, max_q = 0, max_k = 0;
 
   explicit Problem(const Case& c);
@@ -104,11 +120,12 @@ struct Problem {
 
  private:
   void make_cache(const std::vector<int>& order4, int64_t pad);
+  void make_bias();
 };
 
 // Dense results in double: out/dq (rows, heads_q, d), dk/dv (rows, heads_kv, d), lse (heads_q, rows).
 struct Dense {
-  std::vector<double> out, lse, dq, dk, dv;
+  std::vector<double> out, lse, dq, dk, dv, dbias;  // dbias: the bias's shape, row-major
 };
 
 // fp64 oracle (Acc = double) or the naive same-precision baseline (Acc = float, P rounded to the

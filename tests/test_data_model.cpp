@@ -3,9 +3,10 @@
 // - the forward's LSE is optional: without it, out has the same bytes and nothing is written;
 // - dtypes by role: an fp32 out / dout with fp16 or bf16 inputs on the CPU backends;
 // - what only the CPU backend implements is refused for CUDA tensors, naming the feature;
-// - the layouts of fa_params: the 0.1 symbol fa_params_init and the 0.2 symbol fa_params_init_v2
-//   write their layouts only, and a struct of 0.1's or 0.2's size is read no further than its
-//   size (tests/abi/ does the same from C, against the 0.1 and 0.2 headers).
+// - the layouts of fa_params: the 0.1 symbol fa_params_init, the 0.2 symbol fa_params_init_v2 and
+//   the 0.3 symbol fa_params_init_v3 write their layouts only, and a struct of 0.1's, 0.2's or
+//   0.3's size is read no further than its size (tests/abi/ does the same from C, against the 0.1
+//   and 0.2 headers).
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -19,10 +20,11 @@
 #include "core/error.h"
 #include "support.h"
 
-// The symbols programs built against the 0.1 and 0.2 headers call (this header maps the name to
-// fa_params_init_v3).
+// The symbols programs built against the 0.1, 0.2 and 0.3 headers call (this header maps the name
+// to fa_params_init_v4).
 extern "C" void fa_params_init_0_1(fa_params* params) __asm__("fa_params_init");
 extern "C" void fa_params_init_0_2(fa_params* params) __asm__("fa_params_init_v2");
+extern "C" void fa_params_init_0_3(fa_params* params) __asm__("fa_params_init_v3");
 
 namespace fa::test {
 namespace {
@@ -198,16 +200,17 @@ TEST(CpuOnlyFeatures, RefusedForCudaTensors) {
 // ---- layouts of fa_params ----------------------------------------------------------------------
 
 TEST(ParamsLayouts, Sizes) {
-  EXPECT_EQ(kParamsSize_0_3, sizeof(fa_params));
+  EXPECT_EQ(kParamsSize_0_4, sizeof(fa_params));
   if (sizeof(void*) == 8) {
     EXPECT_EQ(kParamsSize_0_1, 1144u);
     EXPECT_EQ(kParamsSize_0_2, 1328u);
     EXPECT_EQ(kParamsSize_0_3, 1864u);
+    EXPECT_EQ(kParamsSize_0_4, 2040u);
   }
 }
 
-// fa_params_init (the header's, i.e. fa_params_init_v3) sets every field since 0.2 to zero: the
-// defaults a 0.1 or 0.2 struct is completed with.
+// fa_params_init (the header's, i.e. fa_params_init_v4) sets every field since 0.2 to zero: the
+// defaults a 0.1, 0.2 or 0.3 struct is completed with.
 TEST(ParamsLayouts, NewFieldsDefaultToZero) {
   std::vector<unsigned char> buf(sizeof(fa_params), 0xAB);
   fa_params* p = reinterpret_cast<fa_params*>(buf.data());
@@ -244,10 +247,10 @@ TEST(ParamsLayouts, SymbolOf0_1WritesItsLayoutOnly) {
 #undef FA_FIELD
   for (const auto& f : fields)
     EXPECT_EQ(std::memcmp(old_buf.data() + f.offset, new_buf.data() + f.offset, f.size), 0)
-        << f.name << " differs from fa_params_init_v3's";
+        << f.name << " differs from fa_params_init_v4's";
 }
 
-// The 0.2 symbol writes exactly the 0.2 layout: the 0.1 fields as fa_params_init_v3 sets them, the
+// The 0.2 symbol writes exactly the 0.2 layout: the 0.1 fields as fa_params_init_v4 sets them, the
 // 0.2 fields zero, nothing past 1328 bytes.
 TEST(ParamsLayouts, SymbolOf0_2WritesItsLayoutOnly) {
   std::vector<unsigned char> old_buf(sizeof(fa_params), 0xAB), new_buf(sizeof(fa_params), 0xCD);
@@ -266,6 +269,23 @@ TEST(ParamsLayouts, SymbolOf0_2WritesItsLayoutOnly) {
   EXPECT_EQ(old_p.window_right, -1);
   EXPECT_EQ(old_p.causal, new_p.causal);
   EXPECT_EQ(old_p.softmax_scale, new_p.softmax_scale);
+}
+
+// The 0.3 symbol writes exactly the 0.3 layout: the fields before 0.4's as fa_params_init_v4 sets
+// them, nothing past 1864 bytes.
+TEST(ParamsLayouts, SymbolOf0_3WritesItsLayoutOnly) {
+  std::vector<unsigned char> old_buf(sizeof(fa_params), 0xAB), new_buf(sizeof(fa_params), 0xCD);
+  fa_params_init_0_3(reinterpret_cast<fa_params*>(old_buf.data()));
+  fa_params_init(reinterpret_cast<fa_params*>(new_buf.data()));
+  fa_params old_p;
+  std::memcpy(&old_p, old_buf.data(), sizeof old_p);
+  EXPECT_EQ(old_p.struct_size, kParamsSize_0_3);
+  for (size_t i = kParamsSize_0_3; i < sizeof(fa_params); ++i)
+    ASSERT_EQ(old_buf[i], 0xAB) << "fa_params_init_v3 wrote byte " << i << ", past the 0.3 layout";
+  // struct_size aside, the same bytes as the current initialiser's.
+  EXPECT_EQ(std::memcmp(old_buf.data() + sizeof(size_t), new_buf.data() + sizeof(size_t),
+                        kParamsSize_0_3 - sizeof(size_t)),
+            0);
 }
 
 // A struct of 0.1's size runs as 0.1 did: whatever lies past its size (here a 0.2 struct's
@@ -324,6 +344,35 @@ TEST(ParamsLayouts, StructOf0_2SizeIgnoresLaterFields) {
     ASSERT_EQ(fa_forward(&p, ws.data(), ws.size(), nullptr), FA_OK) << fa_last_error();
     EXPECT_TRUE(plain.out.bytes_equal(old.out));
     EXPECT_TRUE(plain.lse.bytes_equal(old.lse));
+  }
+}
+
+// A struct of 0.3's size runs as 0.3 did: 0.4's attn_bias and dbias past its size (here set to
+// pointers that are not tensors) are never read, forward and backward.
+TEST(ParamsLayouts, StructOf0_3SizeIgnoresLaterFields) {
+  Case c;
+  c.batch = 2;
+  c.heads_q = 2;
+  c.seqlen_q = 20;
+  c.seqlen_k = 30;
+  c.causal = true;
+  for (fa_backend backend : {FA_BACKEND_FLASH, FA_BACKEND_REFERENCE}) {
+    Problem plain(c), old(c);
+    run_forward(plain, backend);
+    run_backward(plain, backend);
+    fa_params p = old.params(backend, true);
+    p.struct_size = kParamsSize_0_3;
+    p.attn_bias.data = reinterpret_cast<void*>(uintptr_t(8));
+    p.attn_bias.rank = 7;
+    p.dbias.data = reinterpret_cast<void*>(uintptr_t(16));
+    fa::HostWorkspace ws(fa::forward_workspace_size(p));
+    ASSERT_EQ(fa_forward(&p, ws.data(), ws.size(), nullptr), FA_OK) << fa_last_error();
+    fa::HostWorkspace wsb(fa::backward_workspace_size(p));
+    ASSERT_EQ(fa_backward(&p, wsb.data(), wsb.size(), nullptr), FA_OK) << fa_last_error();
+    for (auto [a, b] : {std::pair{&plain.out, &old.out}, std::pair{&plain.lse, &old.lse},
+                        std::pair{&plain.dq, &old.dq}, std::pair{&plain.dk, &old.dk},
+                        std::pair{&plain.dv, &old.dv}})
+      EXPECT_TRUE(a->bytes_equal(*b));
   }
 }
 

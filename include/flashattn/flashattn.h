@@ -26,7 +26,8 @@
  * struct_size it knows, so programs built against an older header keep working: fields are only
  * ever appended, and a struct of an older (smaller) size is read as far as its struct_size and
  * completed with the defaults of the fields it predates. The library never reads or writes a
- * byte past the caller's struct_size. Known sizes (LP64): 1144 (0.1), 1328 (0.2), 1864 (0.3).
+ * byte past the caller's struct_size. Known sizes (LP64): 1144 (0.1), 1328 (0.2), 1864 (0.3),
+ * 2040 (0.4).
  */
 #ifndef FLASHATTN_FLASHATTN_H
 #define FLASHATTN_FLASHATTN_H
@@ -47,7 +48,7 @@ extern "C" {
 #endif
 
 #define FA_VERSION_MAJOR 0
-#define FA_VERSION_MINOR 3
+#define FA_VERSION_MINOR 4
 #define FA_VERSION_PATCH 0
 /* Encoded as major * 10000 + minor * 100 + patch. */
 #define FA_VERSION (FA_VERSION_MAJOR * 10000 + FA_VERSION_MINOR * 100 + FA_VERSION_PATCH)
@@ -91,8 +92,10 @@ typedef enum fa_dtype {
   FA_DTYPE_FP16 = 1,
   FA_DTYPE_BF16 = 2,
   FA_DTYPE_FP8_E4M3 = 3, /* reserved: rejected with FA_ERROR_UNSUPPORTED until fp8 kernels land */
-  FA_DTYPE_INT32 = 4     /* index arrays only: cu_seqlens, block_table, cache_seqlens,
+  FA_DTYPE_INT32 = 4,    /* index arrays only: cu_seqlens, block_table, cache_seqlens,
                             cache_batch_idx, cache_leftpad */
+  FA_DTYPE_BOOL = 5,     /* attn_bias only (0.4): one byte, 0 = masked, anything else = kept */
+  FA_DTYPE_INT8 = 6      /* attn_bias only (0.4): the same as a mask: 0 = masked */
 } fa_dtype;
 
 typedef enum fa_device_type {
@@ -234,6 +237,29 @@ typedef struct fa_params {
    * keys are empty). Results agree within FlashAttention's accuracy rule, not bit for bit. Not
    * with dropout_p > 0 when n > 1. The backward ignores it. */
   int32_t num_splits;
+
+  /* ---- Since 0.4, appended: a 0.3 caller's struct (1864 bytes) ends above. Both default to
+   * absent (data NULL), which keeps the behaviour of 0.3. CPU backend only in this build: CUDA
+   * tensors refuse both with FA_ERROR_UNSUPPORTED. Not with the KV-cache fields (block_table,
+   * cache_seqlens, cache_batch_idx, cache_leftpad, k_new / v_new, rotary). ------------------ */
+
+  /* Optional bias or mask of the scores (PyTorch SDPA's attn_mask), rank 4, logically
+   * (batch, heads_q, seqlen_q, seqlen_k): each dimension either that size or 1 (broadcast), any
+   * non-negative strides (stride 0 broadcasts too). fp32 / fp16 / bf16: added to the logits;
+   * bool / int8: a mask, 0 = the key is not seen (-inf), else nothing added. Element
+   * [b][h][i][j] is that of query row i and key j of sequence b, both counted from the start of
+   * the sequence (packed batches too: dimensions 2 and 3 must then be >= every sequence's
+   * lengths, e.g. max_seqlen_q / _k, or 1). The logit of (i, j) is
+   *   softcap(scale * q.k) + attn_bias[b][h][i][j] - slope * |pos - j|
+   * then causal / window masks apply; a -inf (or masked) element is a key the row does not see,
+   * and a row that sees none outputs 0 with LSE -inf. Forward and backward (the backward
+   * recomputes the scores with it). */
+  fa_tensor attn_bias;
+  /* Backward only, optional output: the gradient of the loss in attn_bias (an fp32 / fp16 /
+   * bf16 bias), in fp32 or attn_bias's dtype, of attn_bias's shape: dimensions of size 1 are
+   * summed over (batch, heads, queries, keys). Non-overlapping strides. Entries no sequence of
+   * a packed batch reads are written 0. data NULL: not computed, no cost. */
+  fa_tensor dbias;
 } fa_params;
 
 /* Library version (FA_VERSION encoding) and build description ("cpu", "cpu+cuda(80;90a)"). */
@@ -243,14 +269,14 @@ FA_API const char* fa_build_info(void);
 /* Fills *params with defaults: AUTO backend, no tensors, scale 0 (1/sqrt(d)), windows -1, every
  * field since 0.2 zero; sets struct_size.
  *
- * The name is a macro for the symbol of this header's layout: fa_params_init_v3 writes
- * sizeof(fa_params) of 0.3. The library keeps exporting the symbols of the older layouts, each
+ * The name is a macro for the symbol of this header's layout: fa_params_init_v4 writes
+ * sizeof(fa_params) of 0.4. The library keeps exporting the symbols of the older layouts, each
  * writing its own layout only: fa_params_init (what a program built against the 0.1 header
- * calls; 1144 bytes) and fa_params_init_v2 (0.2's header; 1328 bytes): the library cannot know
- * a caller's size from a pointer, so the header names it. Bindings that load the library
- * dynamically (ctypes) call the symbol of the layout they mirror. The next layout will get
- * fa_params_init_v4 and keep these three. */
-#define fa_params_init fa_params_init_v3
+ * calls; 1144 bytes), fa_params_init_v2 (0.2's header; 1328 bytes) and fa_params_init_v3 (0.3's;
+ * 1864 bytes): the library cannot know a caller's size from a pointer, so the header names it.
+ * Bindings that load the library dynamically (ctypes) call the symbol of the layout they mirror.
+ * The next layout will get fa_params_init_v5 and keep these four. */
+#define fa_params_init fa_params_init_v4
 FA_API void fa_params_init(fa_params* params);
 
 /* Message of the last failed call on this thread ("" after a success). Valid until the next

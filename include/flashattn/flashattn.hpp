@@ -97,6 +97,11 @@ struct Options {
   Tensor cache_batch_idx, cache_leftpad, k_new, v_new, rotary_cos, rotary_sin;
   bool rotary_interleaved = false;
   int32_t num_splits = 0;
+  // fa_params 0.4: a bias or mask of the scores, rank 4, broadcastable to (batch, heads_q,
+  // seqlen_q, seqlen_k) (each dimension that size or 1; fp32 / fp16 / bf16 added, bool / int8:
+  // 0 = masked), and the backward's optional output dbias (attn_bias's shape, summed over its
+  // size-1 dimensions; fp32 or attn_bias's dtype). Empty: none. CPU backend in this build.
+  Tensor attn_bias, dbias;
 };
 
 // The C parameter block for the given tensors and options.
@@ -136,6 +141,8 @@ inline fa_params make_params(const Tensor& q, const Tensor& k, const Tensor& v, 
   p.rotary_sin = o.rotary_sin.raw;
   p.rotary_interleaved = o.rotary_interleaved;
   p.num_splits = o.num_splits;
+  p.attn_bias = o.attn_bias.raw;
+  p.dbias = o.dbias.raw;
   return p;
 }
 

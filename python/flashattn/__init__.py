@@ -25,7 +25,7 @@ from .flash_attn_interface import (
 )
 from . import bert_padding, flash_attn_interface
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 __all__ = [
     "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",

@@ -15,6 +15,8 @@ Params validate_backward(const fa_params* params);
 // dout with 16-bit inputs) when its tensors (q's device) are not on the CPU. validate_* call it;
 // exposed so that a CPU-only build can test it. p must be in the current layout.
 void check_cpu_only_features(const fa_params& p, bool backward);
+// The same for attn_bias and (backward) dbias (fa_params 0.4), naming the field.
+void check_bias_cpu_only(const fa_params& p, bool backward);
 
 // With params->check_inputs, the checks of the data the host cannot see without reading device
 // memory (cu_seqlens of CUDA tensors), after the work queued on stream; a no-op otherwise.

@@ -136,7 +136,8 @@ Layout forward_layout(const Params& p, Impl impl) {
   return {shared, forward_thread_bytes(p)};
 }
 Layout backward_layout(const Params& p, Impl impl) {
-  if (impl == Impl::Reference) return {0, reference_backward_thread_bytes(p)};
+  if (impl == Impl::Reference)
+    return {reference_backward_shared_bytes(p), reference_backward_thread_bytes(p)};
   return {backward_shared_bytes(p), backward_thread_bytes(p)};
 }
 

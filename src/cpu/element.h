@@ -3,6 +3,7 @@
 // through the block table when the cache is paged (Params::key_row).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -51,6 +52,21 @@ inline void store_element(const View& v, int64_t b, int64_t row, int64_t h, int6
     case DType::BF16: v.at<bfloat16_t>(b, row, h)[c] = to_bf16(float(x)); break;
     case DType::F64: v.at<double>(b, row, h)[c] = x; break;
   }
+}
+
+// Element (b, h, i, j) of the call's attn_bias as the term its logit gets: the value, or for a
+// mask 0 (seen) / -inf (not seen). 0 without a bias.
+inline double load_bias(const Params::Bias& bias, int64_t b, int64_t h, int64_t i, int64_t j) {
+  const int64_t o = bias.offset(b, h, i, j);
+  switch (bias.kind) {
+    case Params::Bias::Kind::None: return 0.0;
+    case Params::Bias::Kind::F32: return static_cast<const float*>(bias.data)[o];
+    case Params::Bias::Kind::F16: return to_float(static_cast<const half_t*>(bias.data)[o]);
+    case Params::Bias::Kind::BF16: return to_float(static_cast<const bfloat16_t*>(bias.data)[o]);
+    case Params::Bias::Kind::Mask:
+      return static_cast<const unsigned char*>(bias.data)[o] ? 0.0 : -HUGE_VAL;
+  }
+  return 0.0;
 }
 
 }  // namespace fa::cpu

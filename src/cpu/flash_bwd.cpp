@@ -15,6 +15,7 @@
 
 #include "core/mask.h"
 #include "core/philox.h"
+#include "cpu/bias.h"
 #include "cpu/scratch.h"
 #include "cpu/tile.h"
 
@@ -85,7 +86,7 @@ struct KvSink {
 
 template <typename T>
 void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink, int64_t b,
-                   int64_t h) {
+                   int64_t h, float* dbias) {
   const Sequence sq = p.sequence(b);
   const int64_t d = p.head_dim, dp = pad_cols(d);
   const int64_t hk = h / p.group();
@@ -94,6 +95,11 @@ void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink
   const Logit<float> logit{p.softcap, p.alibi_slope(b, h), sq.diag};
   const bool transform = p.softcap > 0.f || logit.alibi_slope != 0.f;
   const bool softcap = p.softcap > 0.f;
+  const bool biased = p.bias.kind != Params::Bias::Kind::None;
+  const int64_t bias_key0 = sq.k_start - p.seq(b).k_start;
+  // dbias: this task's partial (grad_shape[2] x grad_shape[3]; 1 where dbias sums over them).
+  const int64_t dbias_rows = p.bias.grad_shape[2], dbias_cols = p.bias.grad_shape[3];
+  if (dbias) std::fill(dbias, dbias + dbias_rows * dbias_cols, 0.f);
   const bool dropout = p.dropout_p > 0.f;
   const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
   const uint32_t bh = uint32_t(b * p.heads_q + h);
@@ -139,6 +145,7 @@ void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink
             float* s = w.p + r * kBlockN + j;
             *s = logit(*s, m0 + r, n0 + j, w.slope + r * kBlockN + j);
           }
+      if (biased) add_bias(p.bias, b, h, m0, rows, bias_key0 + n0, cols, w.p, kBlockN);
       const bool masked = cols < kBlockN || rows < kBlockM ||
                           !vis.block_unmasked(m0, m0 + rows, n0, n0 + cols);
       for (int64_t r = 0; r < rows_pad; ++r) {
@@ -184,6 +191,15 @@ void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink
         } else {
 #pragma omp simd
           for (int64_t j = 0; j < kBlockN; ++j) ds[j] = pr[j] * (ds[j] - dr);
+        }
+        // d loss / d bias = d loss / d logit: dS before softcap's factor.
+        if (dbias && r < rows) {
+          float* acc = dbias + (dbias_rows == 1 ? 0 : m0 + r) * dbias_cols;
+          if (dbias_cols == 1) {
+            for (int64_t j = 0; j < cols; ++j) acc[0] += ds[j];
+          } else {
+            for (int64_t j = 0; j < cols; ++j) acc[n0 + j] += ds[j];
+          }
         }
         if (softcap && r < rows) {
           const float* sl = w.slope + r * kBlockN;
@@ -236,6 +252,8 @@ void backward(const Params& p, void* workspace, size_t bytes, int threads) {
     sink.dk_partial = shared.floats(size_t(p.heads_q) * size_t(p.total_k) * size_t(p.head_dim));
     sink.dv_partial = shared.floats(size_t(p.heads_q) * size_t(p.total_k) * size_t(p.head_dim));
   }
+  float* dbias_parts = nullptr;  // sized by backward_shared_bytes too
+  if (p.bias.grad) dbias_parts = shared.floats(size_t(dbias_partial_elems(p).value("the dbias partials")));
   const size_t shared_used = shared.used();
   const size_t per_thread = backward_thread_bytes(p).bytes("the CPU backward's scratch");
   const int64_t tasks = p.batch * p.heads_q;
@@ -245,9 +263,14 @@ void backward(const Params& p, void* workspace, size_t bytes, int threads) {
     arena.skip(shared_used + per_thread * size_t(omp_get_thread_num()));
     const BackwardScratch w(arena, pad_rows(p.seqlen_q), pad_cols(p.head_dim));
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t t = 0; t < tasks; ++t) backward_head<T>(p, w, sink, t / p.heads_q, t % p.heads_q);
+    for (int64_t t = 0; t < tasks; ++t) {
+      const int64_t b = t / p.heads_q, h = t % p.heads_q;
+      backward_head<T>(p, w, sink, b, h,
+                       dbias_parts ? dbias_partial(p, dbias_parts, b, h) : nullptr);
+    }
   }
   if (p.group() > 1) reduce_group_partials<T>(p, sink.dk_partial, sink.dv_partial, threads);
+  if (dbias_parts) reduce_dbias(p, dbias_parts, threads);
 }
 
 }  // namespace

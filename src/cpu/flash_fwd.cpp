@@ -46,6 +46,8 @@ void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t 
   const Visibility vis{sq.diag, p.window_left, p.window_right};
   const Logit<float> logit{p.softcap, p.alibi_slope(b, h), sq.diag};
   const bool transform = p.softcap > 0.f || logit.alibi_slope != 0.f;
+  const bool biased = p.bias.kind != Params::Bias::Kind::None;
+  const int64_t bias_key0 = sq.k_start - p.seq(b).k_start;  // a split part's first key
   const bool dropout = p.dropout_p > 0.f;
   const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
   const uint32_t bh = uint32_t(b * p.heads_q + h);
@@ -71,6 +73,8 @@ void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t 
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t j = 0; j < cols; ++j)
           w.s[r * kBlockN + j] = logit(w.s[r * kBlockN + j], row0 + r, n0 + j);
+    // softcap(scale q.k) + bias - ALiBi (the order commutes past softcap); masks -> -inf.
+    if (biased) add_bias(p.bias, b, h, row0, rows, bias_key0 + n0, cols, w.s, kBlockN);
     // The common path (a full tile inside every row's window) carries no mask arithmetic.
     const bool masked = cols < kBlockN || !vis.block_unmasked(row0, row0 + rows, n0, n0 + cols);
     if (masked)

@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/mask.h"
 #include "core/philox.h"
+#include "cpu/bias.h"
 #include "cpu/element.h"
 #include "cpu/scratch.h"
 
@@ -59,6 +60,8 @@ void probabilities(const Params& p, const Sequence& sq, int64_t b, int64_t h, co
   const Visibility vis{sq.diag, p.window_left, p.window_right};
   const Logit<Acc> logit{Acc(p.softcap), Acc(p.alibi_slope(b, h)), sq.diag};
   const Acc neg_inf = -std::numeric_limits<Acc>::infinity();
+  const bool biased = p.bias.kind != Params::Bias::Kind::None;
+  const int64_t bias_key0 = sq.k_start - p.seq(b).k_start;  // a split part's first key
   for (int64_t i = 0; i < sq.len_q; ++i) {
     const Acc* q = Q + i * d;
     Acc* s = P + i * sq.len_k;
@@ -73,6 +76,8 @@ void probabilities(const Params& p, const Sequence& sq, int64_t b, int64_t h, co
       Acc dot = 0;
       for (int64_t c = 0; c < d; ++c) dot += q[c] * k[c];
       s[j] = logit(Acc(p.softmax_scale) * dot, i, j, dlogit ? dlogit + i * sq.len_k + j : nullptr);
+      // softcap(scale q.k) + bias - ALiBi: a -inf bias (a mask's 0) hides the key.
+      if (biased) s[j] += Acc(load_bias(p.bias, b, h, i, bias_key0 + j));
       mx = std::max(mx, s[j]);
     }
     if (mx == neg_inf) {  // no visible key
@@ -104,6 +109,9 @@ Checked reference_forward_thread_bytes(const Params& p) {
          + doubles(Checked(p.seqlen_k) * p.head_dim) * 2  // K, V
          + doubles(p.seqlen_q) + doubles(p.head_dim);     // lse, an output row
 }
+Checked reference_backward_shared_bytes(const Params& p) {
+  return Arena::checked_block_bytes(dbias_partial_elems(p) * 2);  // doubles
+}
 Checked reference_backward_thread_bytes(const Params& p) {
   auto doubles = [](Checked n) { return Arena::checked_block_bytes(n * 2); };
   const Checked matrix = Checked(p.seqlen_q) * p.seqlen_k;
@@ -129,7 +137,8 @@ size_t reference_forward_workspace(const Params& p, int threads) {
 }
 
 size_t reference_backward_workspace(const Params& p, int threads) {
-  return (Checked(Arena::kAlign) + reference_backward_thread_bytes(p) * threads)
+  return (Checked(Arena::kAlign) + reference_backward_shared_bytes(p) +
+          reference_backward_thread_bytes(p) * threads)
       .bytes("the reference backward's workspace size");
 }
 
@@ -180,12 +189,18 @@ void reference_backward(const Params& p, void* workspace, size_t bytes, int thre
   const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
   const Acc scale = Acc(p.softmax_scale);
   const int64_t d = p.head_dim;
+  // dbias: per (batch, query head) partials at the workspace's start, summed after the loop.
+  Arena shared(workspace, bytes);
+  Acc* dbias_parts = take<Acc>(shared, dbias_partial_elems(p).value("the dbias partials"));
+  const size_t shared_bytes =
+      reference_backward_shared_bytes(p).bytes("the reference backward's dbias partials");
+  const int64_t dbias_rows = p.bias.grad_shape[2], dbias_cols = p.bias.grad_shape[3];
   // One task per (batch, kv head): it owns dK, dV of that head and dQ of its query heads.
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (int64_t t = 0; t < p.batch * p.heads_kv; ++t) {
     const int64_t b = t / p.heads_kv, hk = t % p.heads_kv;
     Arena arena(workspace, bytes);
-    arena.skip(per_thread * size_t(omp_get_thread_num()));
+    arena.skip(shared_bytes + per_thread * size_t(omp_get_thread_num()));
     const Sequence sq = p.sequence(b);
     Acc* P = take<Acc>(arena, matrix_elems(p));
     Acc* G = take<Acc>(arena, matrix_elems(p));  // d logit / d x
@@ -208,6 +223,8 @@ void reference_backward(const Params& p, void* workspace, size_t bytes, int thre
       gather(p.dout, b, sq.q_start, sq.len_q, h, d, dO);
       probabilities<Acc>(p, sq, b, h, Q, K, P, G, lse);
       const uint32_t bh = uint32_t(b * p.heads_q + h);
+      Acc* dbias = p.bias.grad ? dbias_partial(p, dbias_parts, b, h) : nullptr;
+      if (dbias) std::fill(dbias, dbias + dbias_rows * dbias_cols, Acc(0));
       for (int64_t i = 0; i < sq.len_q; ++i) {
         const Acc* prow = P + i * sq.len_k;
         const Acc* g = dO + i * d;
@@ -233,8 +250,12 @@ void reference_backward(const Params& p, void* workspace, size_t bytes, int thre
         // dS_ij = P_ij (dP_ij - D_i) d logit_ij, x = scale q·k:  dQ_i = scale Σ_j dS_ij K_j,
         // dK_j += scale dS_ij Q_i
         std::fill(dq, dq + d, Acc(0));
+        // d loss / d bias_ij = d loss / d logit_ij = P_ij (dP_ij - D_i), summed over the rows
+        // (and keys) dbias broadcasts.
+        Acc* dbias_row = dbias ? dbias + (dbias_rows == 1 ? 0 : i) * dbias_cols : nullptr;
         for (int64_t j = 0; j < sq.len_k; ++j) {
           if (prow[j] == Acc(0)) continue;
+          if (dbias_row) dbias_row[dbias_cols == 1 ? 0 : j] += prow[j] * (dP[j] - D);
           const Acc ds = prow[j] * (dP[j] - D) * G[i * sq.len_k + j];
           for (int64_t c = 0; c < d; ++c) {
             dq[c] += ds * K[j * d + c];
@@ -250,6 +271,7 @@ void reference_backward(const Params& p, void* workspace, size_t bytes, int thre
         store_element(p.dv, b, sq.k_start + j, hk, c, double(dV[j * d + c]));
       }
   }
+  if (p.bias.grad) reduce_dbias(p, dbias_parts, threads);
 }
 
 template void reference_forward<double>(const Params&, void*, size_t, int, ReferenceOptions);

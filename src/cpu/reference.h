@@ -23,6 +23,8 @@ struct ReferenceOptions {
 // sizes overflow).
 Checked reference_forward_thread_bytes(const Params& p);
 Checked reference_backward_thread_bytes(const Params& p);
+// The backward's scratch shared by its threads: the dbias partials (0 without dbias).
+Checked reference_backward_shared_bytes(const Params& p);
 size_t reference_forward_workspace(const Params& p, int threads);
 size_t reference_backward_workspace(const Params& p, int threads);
 
@@ -31,7 +33,7 @@ template <typename Acc>
 void reference_forward(const Params& p, void* workspace, size_t bytes, int threads,
                        ReferenceOptions opts = {});
 
-// Writes dq, dk, dv; recomputes everything from q, k, v, dout (ignores lse, and out unless
+// Writes dq, dk, dv (and dbias when p.bias.grad is set); recomputes everything from q, k, v, dout (ignores lse, and out unless
 // opts.stored_out_delta).
 template <typename Acc>
 void reference_backward(const Params& p, void* workspace, size_t bytes, int threads,

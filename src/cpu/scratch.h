@@ -8,6 +8,7 @@
 #include "core/params.h"
 #include "core/checked.h"
 #include "core/philox.h"
+#include "cpu/bias.h"
 
 namespace fa::cpu {
 
@@ -89,9 +90,11 @@ inline Checked backward_thread_bytes(const Params& p) {
 
 // Shared by all threads of the backward under GQA: per-query-head dK and dV partial sums, fp32,
 // (heads_q, total_k, head_dim) each, summed over each kv head's group in a fixed order.
+// Plus, with dbias, the per-(batch, query head) fp32 partials of cpu/bias.h.
 inline Checked backward_shared_bytes(const Params& p) {
-  if (p.group() == 1) return 0;
-  return Arena::checked_block_bytes(Checked(p.heads_q) * p.total_k * p.head_dim) * 2;
+  const Checked dbias = Arena::checked_block_bytes(dbias_partial_elems(p));
+  if (p.group() == 1) return dbias;
+  return Arena::checked_block_bytes(Checked(p.heads_q) * p.total_k * p.head_dim) * 2 + dbias;
 }
 
 // Entry points of one instruction-set build (flash_fwd.cpp / flash_bwd.cpp).

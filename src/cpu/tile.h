@@ -280,4 +280,49 @@ inline void store_rows_as(const View& v, int64_t b, int64_t row0, int64_t rows, 
   }
 }
 
+// s (rows x cols of a tile, leading dimension ld) += the attn_bias of query rows
+// [i0, i0 + rows) and keys [j0, j0 + cols) of (b, h), both counted from the sequence's start; a
+// mask's 0 sets -inf (the key is not seen).
+inline void add_bias(const Params::Bias& bias, int64_t b, int64_t h, int64_t i0, int64_t rows,
+                     int64_t j0, int64_t cols, float* __restrict s, int64_t ld) {
+  using Kind = Params::Bias::Kind;
+  const int64_t sk = bias.stride_k;
+  constexpr int64_t kChunk = 64;  // a contiguous 16-bit row converted a chunk at a time
+  [[maybe_unused]] float row[kChunk];
+  for (int64_t r = 0; r < rows; ++r) {
+    float* out = s + r * ld;
+    const int64_t o = bias.offset(b, h, i0 + r, j0);
+    switch (bias.kind) {
+      case Kind::None: return;
+      case Kind::F32: {
+        const float* x = static_cast<const float*>(bias.data) + o;
+        for (int64_t j = 0; j < cols; ++j) out[j] += x[j * sk];
+        break;
+      }
+      case Kind::F16:
+      case Kind::BF16: {
+        const bool half = bias.kind == Kind::F16;
+        const half_t* xh = static_cast<const half_t*>(bias.data) + o;
+        const bfloat16_t* xb = static_cast<const bfloat16_t*>(bias.data) + o;
+        for (int64_t j0c = 0; j0c < cols; j0c += kChunk) {
+          const int64_t n = std::min(kChunk, cols - j0c);
+          if (sk == 1 && half) convert_row(xh + j0c, n, 1.f, row);
+          else if (sk == 1) convert_row(xb + j0c, n, 1.f, row);
+          else
+            for (int64_t j = 0; j < n; ++j)
+              row[j] = half ? to_float(xh[(j0c + j) * sk]) : to_float(xb[(j0c + j) * sk]);
+          for (int64_t j = 0; j < n; ++j) out[j0c + j] += row[j];
+        }
+        break;
+      }
+      case Kind::Mask: {
+        const unsigned char* x = static_cast<const unsigned char*>(bias.data) + o;
+        for (int64_t j = 0; j < cols; ++j)
+          if (x[j * sk] == 0) out[j] = kNegInf;
+        break;
+      }
+    }
+  }
+}
+
 }  // namespace fa::cpu::FA_CPU_ISA
