@@ -8,7 +8,9 @@ A drop-in for the `flash_attn` package's functions (same names, arguments, defau
 Code that imports `flash_attn` itself (a library you do not edit) can be pointed here with
 `flashattn.install_as_flash_attn()` before that import; `flash_attn.bert_padding` (pad_input,
 unpad_input, index_first_axis, ...) comes with it. `flashattn.kernel_family(q, k, v, ...)`
-names the library's kernel family a call would run. See docs/python.md.
+names the library's kernel family a call would run. `flashattn.scaled_dot_product_attention` is
+PyTorch's F.scaled_dot_product_attention (attn_mask, is_causal, scale, enable_gqa; the
+(batch, heads, seq, dim) layout) over the library. See docs/python.md.
 """
 import sys
 
@@ -23,6 +25,7 @@ from .flash_attn_interface import (
     flash_attn_with_kvcache,
     kernel_family,
 )
+from .sdpa import scaled_dot_product_attention
 from . import bert_padding, flash_attn_interface
 
 __version__ = "0.4.0"
@@ -31,7 +34,7 @@ __all__ = [
     "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",
     "flash_attn_varlen_func", "flash_attn_varlen_qkvpacked_func",
     "flash_attn_varlen_kvpacked_func", "flash_attn_with_kvcache", "FlashAttnError", "build_info", "library_path",
-    "install_as_flash_attn", "kernel_family", "bert_padding",
+    "install_as_flash_attn", "kernel_family", "bert_padding", "scaled_dot_product_attention",
 ]
 
 

@@ -13,8 +13,8 @@ import torch
 
 from . import _library
 from ._params import (DTYPE_CODES, FA_DTYPE_FP32, FA_ERROR_DEVICE, FA_ERROR_RANK,
-                      FA_ERROR_WORKSPACE, OFFSET, OPTIONS, FaParams, check_options, put,
-                      put_options, put_run, run_struct, tensor_values)
+                      FA_ERROR_WORKSPACE, OFFSET, OPTIONS, FaParams, FaParamsV4, check_options,
+                      put, put_options, put_run, run_struct, tensor_values)
 
 # CPU workspaces up to this size are kept per thread and reused: allocating and first-touching
 # ~50 KB per call costs microseconds of the overhead budget. Larger ones (long-sequence backward)
@@ -77,6 +77,7 @@ _BWD_NAMES = _FWD_NAMES + ("dout", "dq", "dk", "dv")
 # q ... dv are consecutive fa_tensor fields: a call packs them with one pack_into.
 _FWD_RUN, _BWD_RUN, _Q = run_struct(len(_FWD_NAMES)), run_struct(len(_BWD_NAMES)), OFFSET["q"]
 _STRUCT_SIZE = ctypes.sizeof(FaParams)
+_STRUCT_SIZE_V4 = ctypes.sizeof(FaParamsV4)
 _OPTIONS_AT = OFFSET["max_seqlen_q"]
 
 
@@ -221,15 +222,37 @@ def _call(lib, p, query, entry, what, cuda, index):
     _library.check(lib, entry(pref, ws.data_ptr() if nbytes else None, nbytes, None), what)
 
 
-def _new_params():
-    p = FaParams()  # zeroed: no cu_seqlens, alibi or dropout; AUTO backend
-    p.struct_size = _STRUCT_SIZE  # the windows come with put_options
+def _new_params(ext=False):
+    """Zeroed fa_params (no cu_seqlens, alibi or dropout; AUTO backend): the 0.2 layout, or with
+    ext the 0.4 one (an attention bias, a query shift)."""
+    p = FaParamsV4() if ext else FaParams()
+    p.struct_size = _STRUCT_SIZE_V4 if ext else _STRUCT_SIZE  # the windows come with put_options
     return p
 
 
+def bias_view(attn_bias, name="attn_bias"):
+    """attn_bias as the library's rank-4 view: leading dimensions of size 1 prepended (a view, no
+    copy). Broadcasting itself is the library's (each dimension 1 or full, any strides)."""
+    dims = attn_bias.dim()
+    if dims > 4:
+        raise _library.FlashAttnError(FA_ERROR_RANK, f"{name}.dim()={dims} must be <= 4: "
+                                      "broadcastable to (batch, heads, seqlen_q, seqlen_k)")
+    return attn_bias[(None,) * (4 - dims)] if dims < 4 else attn_bias
+
+
+def _put_ext(p, attn_bias, q_shift):
+    """0.4's bias (rank 4, see bias_view) and 0.2's q_shift into a FaParamsV4."""
+    if attn_bias is not None:
+        put(p, "attn_bias", attn_bias, "attn_bias")
+    if q_shift:
+        p.q_shift = q_shift
+
+
 def forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
-            softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, rng):
-    """(out, lse): out like q (contiguous), lse fp32 in FlashAttention's layout."""
+            softmax_scale, causal, window_left, window_right, softcap, alibi_slopes, rng,
+            attn_bias=None, q_shift=0):
+    """(out, lse): out like q (contiguous), lse fp32 in FlashAttention's layout. attn_bias: a
+    rank-4 bias or mask (bias_view), q_shift: fa_params' (both through the 0.4 layout)."""
     lib = _library.load()
     varlen = cu_seqlens_q is not None
     _rank_check(q, varlen)
@@ -238,8 +261,13 @@ def forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dro
     k, kv = _operand(k, "k", cuda)
     v, vv = _operand(v, "v", cuda)
     # fa_params inline (as _new_params and put_options make it): ~0.2 us of calls saved.
-    p = FaParams()
-    p.struct_size = _STRUCT_SIZE
+    ext = attn_bias is not None or q_shift
+    if ext:
+        p = FaParamsV4()
+        p.struct_size = _STRUCT_SIZE_V4
+    else:
+        p = FaParams()
+        p.struct_size = _STRUCT_SIZE
     out = None
     if qv is not None and kv is not None and vv is not None:
         out, lse = _pack_forward(p, q, qv, kv, vv, varlen)
@@ -256,6 +284,8 @@ def forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dro
     if (varlen or cu_seqlens_k is not None or alibi_slopes is not None or dropout_p
             or rng is not None):
         _put_extras(p, cu_seqlens_q, cu_seqlens_k, alibi_slopes, dropout_p, rng)
+    if ext:
+        _put_ext(p, attn_bias, q_shift)
     _call(lib, p, lib.fa_forward_workspace_size, lib.fa_forward, "flashattn forward", cuda,
           q.get_device())
     return out, lse
@@ -265,6 +295,24 @@ def backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, 
              dropout_p, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
              rng, deterministic):
     """(dq, dk, dv), contiguous, shaped like q, k, v."""
+    return _backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                     max_seqlen_k, dropout_p, softmax_scale, causal, window_left, window_right,
+                     softcap, alibi_slopes, rng, deterministic, None, 0, False)[:3]
+
+
+def backward_ext(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                 dropout_p, softmax_scale, causal, window_left, window_right, softcap,
+                 alibi_slopes, rng, deterministic, attn_bias, q_shift, want_dbias):
+    """backward with 0.4's fields: (dq, dk, dv, dbias), dbias shaped like the rank-4 attn_bias
+    (contiguous, its dtype) when want_dbias, else an empty tensor (nothing computed)."""
+    return _backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                     max_seqlen_k, dropout_p, softmax_scale, causal, window_left, window_right,
+                     softcap, alibi_slopes, rng, deterministic, attn_bias, q_shift, want_dbias)
+
+
+def _backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+              dropout_p, softmax_scale, causal, window_left, window_right, softcap, alibi_slopes,
+              rng, deterministic, attn_bias, q_shift, want_dbias):
     lib = _library.load()
     varlen = cu_seqlens_q is not None
     _rank_check(q, varlen)
@@ -274,15 +322,24 @@ def backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, 
     v, vv = _operand(v, "v", cuda)
     dout, dov = _operand(dout, "dout", cuda)
     out, ov = _operand(out, "out", cuda)
-    p = _new_params()
+    ext = attn_bias is not None or q_shift
+    p = _new_params(ext)
     dq, dk, dv = _pack_backward(p, q, k, v, out, lse, dout, qv, kv, vv, ov, dov)
     put_options(p, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right,
                 softcap)
     _put_extras(p, cu_seqlens_q, cu_seqlens_k, alibi_slopes, dropout_p, rng)
     p.deterministic = deterministic
+    dbias = None
+    if ext:
+        _put_ext(p, attn_bias, q_shift)
+        if want_dbias:
+            dbias = torch.empty(attn_bias.shape, dtype=attn_bias.dtype, device=attn_bias.device)
+            put(p, "dbias", dbias, "dbias")
     _call(lib, p, lib.fa_backward_workspace_size, lib.fa_backward, "flashattn backward", cuda,
           q.get_device())
-    return dq, dk, dv
+    if dbias is None:
+        dbias = q.new_empty(0)
+    return dq, dk, dv, dbias
 
 
 def kernel_family(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,

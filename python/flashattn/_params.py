@@ -3,7 +3,9 @@
 The struct is declared once with ctypes (the layout authority here, checked against the library's
 own sizeof(fa_params) at load time): the 0.2 layout, initialised by the library's
 fa_params_init_v2, for every call but flash_attn_with_kvcache, which uses the 0.3 layout
-(FaParamsV3, fa_params_init_v3: the C header's fa_params_init). The fields since 0.2 default to
+(FaParamsV3, fa_params_init_v3), and calls with an attention bias or a query shift (the
+scaled_dot_product_attention entry, attn_bias=) use the 0.4 layout (FaParamsV4, fa_params_init_v4:
+the C header's fa_params_init). The fields since 0.2 default to
 zero, which is also what a zeroed struct holds. Tensors are written into it with one precompiled
 struct.pack_into per fa_tensor rather than field by field: a call fills up to eleven tensors, and
 ctypes attribute assignment costs about 0.1 us per field, which alone would eat the wrapper's
@@ -17,6 +19,7 @@ import torch
 from ._library import FlashAttnError
 
 FA_DTYPE_FP32, FA_DTYPE_FP16, FA_DTYPE_BF16, FA_DTYPE_INT32 = 0, 1, 2, 4
+FA_DTYPE_BOOL, FA_DTYPE_INT8 = 5, 6  # attn_bias only: a mask
 FA_MAX_RANK = 4
 FA_ERROR_DTYPE, FA_ERROR_RANK, FA_ERROR_SIZE, FA_ERROR_DEVICE, FA_ERROR_VERSION = 2, 3, 9, 15, 19
 FA_ERROR_WINDOW, FA_ERROR_WORKSPACE = 11, 16
@@ -25,7 +28,8 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 # torch dtype -> fa_dtype
 DTYPE_CODES = {torch.float32: FA_DTYPE_FP32, torch.float16: FA_DTYPE_FP16,
-               torch.bfloat16: FA_DTYPE_BF16, torch.int32: FA_DTYPE_INT32}
+               torch.bfloat16: FA_DTYPE_BF16, torch.int32: FA_DTYPE_INT32,
+               torch.bool: FA_DTYPE_BOOL, torch.int8: FA_DTYPE_INT8}
 
 
 class FaDevice(ctypes.Structure):
@@ -65,10 +69,18 @@ class FaParamsV3(FaParams):
                 ("rotary_interleaved", ctypes.c_int32), ("num_splits", ctypes.c_int32)]
 
 
+class FaParamsV4(FaParamsV3):
+    """The 0.4 layout: 0.3's fields, then the attention bias or mask and its gradient. Only calls
+    with a bias or a query shift fill it (_kernels.forward / backward_ext); the others keep the
+    0.2 layout."""
+    _fields_ = [("attn_bias", FaTensor), ("dbias", FaTensor)]
+
+
 # data, dtype, rank, shape[4], stride[4], device.type, device.index in native layout.
 _TENSOR = struct.Struct("@P2i4q4q2i")
 OFFSET = {name: getattr(FaParams, name).offset for name, _ in FaParams._fields_}
 OFFSET.update({name: getattr(FaParamsV3, name).offset for name, _ in FaParamsV3._fields_})
+OFFSET.update({name: getattr(FaParamsV4, name).offset for name, _ in FaParamsV4._fields_})
 _PAD = [(0,) * n for n in range(FA_MAX_RANK + 1)]
 _TENSOR_FIELDS = [name for name, kind in FaParams._fields_ if kind is FaTensor]
 # The fa_tensor fields from a given one on, in struct order (put_run's consecutive run).
@@ -94,7 +106,8 @@ def check_layout(lib):
     run = _FIELDS_FROM["q"][:9]  # q k v out lse dout dq dk dv: put_run packs them as one run
     if [OFFSET[f] - OFFSET["q"] for f in run] != [i * _TENSOR.size for i in range(len(run))]:
         raise FlashAttnError(FA_ERROR_VERSION, f"fa_params tensors {run} are not consecutive")
-    for init, mirror in ((lib.fa_params_init_v2, FaParams), (lib.fa_params_init_v3, FaParamsV3)):
+    for init, mirror in ((lib.fa_params_init_v2, FaParams), (lib.fa_params_init_v3, FaParamsV3),
+                         (lib.fa_params_init_v4, FaParamsV4)):
         p = mirror()
         init(ctypes.byref(p))
         if p.struct_size != ctypes.sizeof(mirror):
@@ -117,7 +130,9 @@ def put(p, field, t, name):
     """Writes a view of torch tensor t into p.<field>. No copy; t must outlive the C call."""
     code = DTYPE_CODES.get(t.dtype)
     if code is None:
-        want = "torch.int32" if name.startswith("cu_seqlens") else "float32, float16 or bfloat16"
+        want = ("torch.int32" if name.startswith("cu_seqlens") else
+                "float32, float16, bfloat16 or bool" if name == "attn_bias" else
+                "float32, float16 or bfloat16")
         raise FlashAttnError(FA_ERROR_DTYPE, f"{name}.dtype={t.dtype} is not supported "
                              f"(expected {want})")
     shape = t.shape

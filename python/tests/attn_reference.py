@@ -1,7 +1,7 @@
 """Plain materialising attention in torch, the oracle of the binding's tests.
 
 softmax(scale * q kᵀ) v with FlashAttention's semantics written out independently of the library:
-softcap then ALiBi on the logits, masks aligned bottom-right (query i sits at key position
+softcap, then an optional bias / mask (attn_bias), then ALiBi on the logits, masks aligned bottom-right (query i sits at key position
 i + seqlen_k - seqlen_q), GQA by repeating kv heads, empty rows giving out 0 and LSE -inf, and
 dropout as an explicit keep mask scaled by 1 / (1 - p).
 """
@@ -9,10 +9,12 @@ import torch
 
 
 def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, alibi=None, scale=None,
-              keep=None, dropout_p=0.0, compute=torch.float64):
+              keep=None, dropout_p=0.0, compute=torch.float64, bias=None):
     """q (b, sq, hq, d), k/v (b, sk, hk, d) -> out (b, sq, hq, d) in `compute`, lse (b, hq, sq).
 
-    keep: optional bool (b, hq, sq, sk) dropout keep mask. Differentiable (autograd) in q, k, v."""
+    keep: optional bool (b, hq, sq, sk) dropout keep mask. bias: optional, broadcastable to
+    (b, hq, sq, sk): float added to the logits, bool / int8 hiding the keys where False / 0.
+    Differentiable (autograd) in q, k, v and a float bias."""
     b, sq, hq, d = q.shape
     sk, hk = k.shape[1], k.shape[2]
     group = hq // hk
@@ -23,6 +25,11 @@ def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, alibi=None, s
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale
     if softcap > 0:
         s = softcap * torch.tanh(s / softcap)
+    if bias is not None:
+        if bias.dtype in (torch.bool, torch.int8):
+            s = s.masked_fill(bias == 0, float("-inf"))
+        else:
+            s = s + bias.to(compute)
     pos = torch.arange(sq, device=q.device)[:, None] + (sk - sq)  # query i's key position
     j = torch.arange(sk, device=q.device)[None, :]
     if alibi is not None:
@@ -37,12 +44,12 @@ def attention(q, k, v, causal=False, window=(-1, -1), softcap=0.0, alibi=None, s
     if right >= 0:
         visible &= j <= pos + right
     s = s.masked_fill(~visible, float("-inf"))
-    empty = ~visible.any(dim=-1)  # (sq,) rows that see no key
+    empty = (s == float("-inf")).all(dim=-1, keepdim=True)  # rows that see no key
     # Softmax over a row that sees nothing would be NaN (and poison autograd); give such rows
     # finite logits, then zero their probabilities.
-    s_safe = s.masked_fill(empty[:, None], 0.0)
-    p = torch.softmax(s_safe, dim=-1) * (~empty)[:, None].to(compute)
-    lse = torch.logsumexp(s_safe, dim=-1).masked_fill(empty, float("-inf"))
+    s_safe = s.masked_fill(empty, 0.0)
+    p = torch.softmax(s_safe, dim=-1) * (~empty).to(compute)
+    lse = torch.logsumexp(s_safe, dim=-1).masked_fill(empty[..., 0], float("-inf"))
     if keep is not None:
         p = p * keep.to(compute) / (1.0 - dropout_p)
     out = torch.einsum("bhqk,bkhd->bqhd", p, v)

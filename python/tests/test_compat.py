@@ -26,6 +26,10 @@ SIGNATURES = {
 }
 
 
+# This binding's own additions: keyword-only, after every flash_attn parameter.
+EXTENSIONS = [("attn_bias", None)]
+
+
 def test_signatures_match_flash_attn():
     for name, required in SIGNATURES.items():
         params = inspect.signature(getattr(flashattn, name)).parameters
@@ -33,8 +37,11 @@ def test_signatures_match_flash_attn():
         if name == "flash_attn_varlen_func":
             expected.append(("block_table", None))
         got = [(p.name, REQUIRED if p.default is inspect.Parameter.empty else p.default)
-               for p in params.values()]
+               for p in params.values() if p.kind != inspect.Parameter.KEYWORD_ONLY]
         assert got == expected, name
+        extra = [(p.name, p.default) for p in params.values()
+                 if p.kind == inspect.Parameter.KEYWORD_ONLY]
+        assert extra == EXTENSIONS, name
 
 
 def test_import_as_flash_attn_and_interface_module():
