@@ -90,6 +90,8 @@ class DeviceTensor {
 struct DeviceProblem {
   DeviceTensor q, k, v, out, lse, dout, dq, dk, dv;
   std::unique_ptr<DeviceTensor> cu_q, cu_k, alibi;
+  // A paged problem's cache (k, v above then hold the same keys densely, unused) and lengths.
+  std::unique_ptr<DeviceTensor> k_pages, v_pages, block_table, cache_seqlens;
   fa_params p;
 
   DeviceProblem(const Problem& pr, fa_backend backend)
@@ -107,6 +109,18 @@ struct DeviceProblem {
     if (pr.c.alibi) {
       alibi = std::make_unique<DeviceTensor>(pr.alibi, false);
       p.alibi_slopes = alibi->view();
+    }
+    if (pr.block_table.data()) {
+      k_pages = std::make_unique<DeviceTensor>(pr.k_pages, false);
+      v_pages = std::make_unique<DeviceTensor>(pr.v_pages, false);
+      block_table = std::make_unique<DeviceTensor>(pr.block_table, false);
+      p.k = k_pages->view();
+      p.v = v_pages->view();
+      p.block_table = block_table->view();
+    }
+    if (pr.cache_seqlens.data()) {
+      cache_seqlens = std::make_unique<DeviceTensor>(pr.cache_seqlens, false);
+      p.cache_seqlens = cache_seqlens->view();
     }
   }
 };

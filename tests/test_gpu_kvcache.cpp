@@ -4,8 +4,9 @@
 // windows, softcap, ALiBi, a negative scale, GQA / MQA packed into one tile, packed batches with
 // empty sequences, more queries than keys), by FlashAttention's rule against the fp64 reference,
 // outputs poisoned; each case also with split-KV forced (num_splits 3, then 128: more parts than
-// some rows have keys), through the combine kernel. The KV-cache calls themselves (paged caches,
-// cache_seqlens, append + rotary, leftpad, row maps) are tests/test_kv_update.cpp's GPU section.
+// some rows have keys), through the combine kernel; and paged caches (fixed-length, with
+// cache_seqlens, and packed batches over their own pages). The rest of the KV-cache calls (append
+// + rotary, leftpad, row maps) are tests/test_kv_update.cpp's GPU section.
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -107,6 +108,49 @@ TEST_P(GpuKvFamily, PlainCallsMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, GpuKvFamily, ::testing::ValuesIn(plain_cases()), CaseTestName{});
+
+// Paged caches through support.cpp's Problem (its blocks a random permutation among NaN spare
+// ones): fixed-length batches with and without cache_seqlens, and packed batches over a paged
+// cache (flash_attn_varlen_func's block_table) with empty sequences; page sizes 1, 16, 256, 37.
+std::vector<Case> paged_cases() {
+  std::vector<Case> out;
+  uint64_t seed = 26500;
+  int n = 0;
+  for (const int64_t page : {1, 16, 256, 37})
+    for (int kind = 0; kind < 3; ++kind) {
+      Case c;
+      c.dtype = (n % 2) ? FA_DTYPE_FP16 : FA_DTYPE_BF16;
+      c.heads_kv = 2;
+      c.heads_q = (n % 3 == 0) ? 8 : 2;
+      c.head_dim = (n % 4 == 0) ? 128 : (n % 4 == 1) ? 64 : (n % 4 == 2) ? 256 : 96;
+      c.page_size = page;
+      if (kind == 0) {  // decode over ragged caches
+        c.batch = 3;
+        c.seqlen_q = 1;
+        c.seqlen_k = 700;
+        c.cache_lens = {700, 0, 333};
+        c.causal = true;
+      } else if (kind == 1) {  // a chunk of queries, every entry full
+        c.batch = 2;
+        c.seqlen_q = 37;
+        c.seqlen_k = 300;
+        c.window_left = 64;
+        c.window_right = 0;
+      } else {  // chunked prefill: a packed batch over its own pages
+        c.lens_q = {70, 0, 1, 33};
+        c.lens_k = {300, 9, 500, 33};
+        c.causal = true;
+        c.alibi = (n % 2) == 0;
+        c.softcap = (n % 2) ? 10.f : 0.f;
+      }
+      c.seed = seed++;
+      ++n;
+      out.push_back(c);
+    }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Paged, GpuKvFamily, ::testing::ValuesIn(paged_cases()), CaseTestName{});
 
 // Which family takes what: by default plain calls stay with the flash families and a split call
 // goes to cuda-kvcache; dropout never does (the family refuses it, and the others refuse the

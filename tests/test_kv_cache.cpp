@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "support.h"
@@ -79,6 +81,76 @@ TEST_P(PagedCache, FlashMatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, PagedCache, ::testing::ValuesIn(paged_grid()), CaseTestName());
+
+// Packed batches over a paged cache (flash_attn_varlen_func's block_table, chunked prefill):
+// sequence b's keys are the first cu_seqlens_k[b + 1] - cu_seqlens_k[b] rows of its own pages.
+// Empty sequences on either side; page sizes 1, 7, 16, 256; the same features.
+std::vector<Case> paged_varlen_grid() {
+  const int64_t pages[] = {1, 7, 16, 256};
+  const Feature features[] = {Feature::None, Feature::Causal, Feature::Window,
+                              Feature::AlibiSoftcap};
+  const std::vector<std::vector<int32_t>> lens_q = {{5, 0, 70, 1}, {37, 12, 1, 0}};
+  const std::vector<std::vector<int32_t>> lens_k = {{300, 9, 70, 0}, {129, 12, 500, 33}};
+  std::vector<Case> cases;
+  uint64_t n = 500;
+  for (int64_t page : pages)
+    for (Feature f : features) {
+      Case c;
+      c.seed = ++n;
+      c.dtype = n % 2 ? FA_DTYPE_FP32 : FA_DTYPE_FP16;
+      c.heads_kv = 1 + int64_t(n % 2);
+      c.heads_q = c.heads_kv * (n % 3 == 0 ? 4 : 1);
+      c.head_dim = n % 3 == 1 ? 40 : 64;
+      c.lens_q = lens_q[n % 2];
+      c.lens_k = lens_k[n % 2];
+      c.page_size = page;
+      c.strided = n % 4 == 1;
+      switch (f) {
+        case Feature::None: break;
+        case Feature::Causal: c.causal = true; break;
+        case Feature::Window: c.window_left = 9; c.window_right = 2; break;
+        case Feature::AlibiSoftcap: c.alibi = true; c.softcap = 3.f; break;
+      }
+      cases.push_back(c);
+    }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Varlen, PagedCache, ::testing::ValuesIn(paged_varlen_grid()),
+                         CaseTestName());
+
+// A packed batch's pages that cannot hold a sequence, or name no block of k, are refused before
+// anything is written, naming the sequence and the entry.
+TEST(PagedVarlen, RefusesWhatThePagesCannotHold) {
+  Case c;
+  c.lens_q = {3, 4};
+  c.lens_k = {40, 10};
+  c.heads_q = c.heads_kv = 2;
+  c.head_dim = 16;
+  c.page_size = 16;
+  Problem pr(c);
+  std::vector<unsigned char> before(static_cast<const unsigned char*>(pr.out.data()),
+                                    static_cast<const unsigned char*>(pr.out.data()) +
+                                        pr.out.storage_bytes());
+  auto expect_refused = [&](const fa_params& p, const char* fragment) {
+    HostWorkspace ws(1 << 20);
+    EXPECT_EQ(fa_forward(&p, ws.data(), ws.size(), nullptr), FA_ERROR_CU_SEQLENS);
+    EXPECT_NE(std::string(fa_last_error()).find(fragment), std::string::npos) << fa_last_error();
+    EXPECT_EQ(0, std::memcmp(pr.out.data(), before.data(), before.size())) << "out was written";
+  };
+  fa_params p = pr.params(FA_BACKEND_FLASH);
+  p.block_table.shape[1] = 2;  // 32 keys a sequence: sequence 0 has 40
+  expect_refused(p, "cu_seqlens_k: sequence 0 has 40 keys > 32");
+  p = pr.params(FA_BACKEND_FLASH);
+  const int64_t spare = pr.k_pages.shape()[0];
+  int32_t* table = static_cast<int32_t*>(pr.block_table.data());
+  const int32_t saved = table[pr.block_table.strides()[0] + 0];
+  table[pr.block_table.strides()[0] + 0] = int32_t(spare);  // sequence 1's first page: past k
+  expect_refused(p, "block_table[1][0]=");
+  table[pr.block_table.strides()[0] + 0] = saved;
+  // The same call with its table intact runs.
+  run_forward(pr, FA_BACKEND_FLASH);
+}
 
 // Copies batch entry b of `from` (q rows, and the first `keys` keys of k and v) into the
 // single-entry problem `to`.

@@ -78,3 +78,45 @@ def forward(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, ca
           q.get_device())
     del keep
     return out, lse
+
+
+def paged_varlen_forward(q, k_cache, v_cache, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                         max_seqlen_k, block_table, softmax_scale, causal, window_left,
+                         window_right, softcap, alibi_slopes):
+    """flash_attn_varlen_func with block_table (chunked prefill against a paged cache), forward
+    only: q (total_q, nheads, headdim) packed by cu_seqlens_q; k_cache / v_cache (num_blocks,
+    page_block_size, nheads_k, headdim); sequence b's keys are the first
+    cu_seqlens_k[b + 1] - cu_seqlens_k[b] rows of its pages block_table[b]. (out, lse)."""
+    lib = _library.load()
+    if q.dim() != 3:
+        raise _library.FlashAttnError(FA_ERROR_RANK, f"q.dim()={q.dim()} must be 3: "
+                                      "(total_q, nheads, headdim)")
+    cuda = _device_of(q, "q")
+    q = _usable(q, "q", cuda)
+    cu_q = _usable(cu_seqlens_q, "cu_seqlens_q", cuda)
+    cu_k = _usable(cu_seqlens_k, "cu_seqlens_k", cuda)
+    table = _usable(block_table, "block_table", cuda)
+    keep = [q, k_cache, v_cache, cu_q, cu_k, table]
+    p = FaParamsV3()
+    p.struct_size = ctypes.sizeof(FaParamsV3)
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
+    put(p, "q", q, "q")
+    put(p, "k", k_cache, "k_cache")
+    put(p, "v", v_cache, "v_cache")
+    put(p, "out", out, "out")
+    put(p, "lse", lse, "softmax_lse")
+    put(p, "cu_seqlens_q", cu_q, "cu_seqlens_q")
+    put(p, "cu_seqlens_k", cu_k, "cu_seqlens_k")
+    put(p, "block_table", table, "block_table")
+    if alibi_slopes is not None:
+        alibi_slopes = _usable(alibi_slopes, "alibi_slopes", cuda)
+        keep.append(alibi_slopes)
+        put(p, "alibi_slopes", alibi_slopes, "alibi_slopes")
+    put_options(p, int(max_seqlen_q), int(max_seqlen_k),
+                0.0 if softmax_scale is None else softmax_scale, bool(causal), window_left,
+                window_right, softcap)
+    _call(lib, p, lib.fa_forward_workspace_size, lib.fa_forward, "flashattn varlen (paged)", cuda,
+          q.get_device())
+    del keep
+    return out, lse

@@ -263,3 +263,58 @@ def test_cuda_cache_on_another_device_is_refused(gen):
                                           cache_seqlens=5)
     assert e.value.status_name == "FA_ERROR_DEVICE" and "k.device=" in str(e.value)
     assert same_bytes(k_cache, before)
+
+def paged_copy(k, cu_k, page, gen):
+    """The packed keys k (total_k, hk, d) as a paged cache: each sequence's rows in its own
+    pages, the pages a random permutation among NaN spare ones; (cache, block_table)."""
+    lens = (cu_k[1:] - cu_k[:-1]).tolist()
+    per = max(1, -(-max(lens) // page))
+    blocks = len(lens) * per + 2
+    cache = torch.full((blocks, page) + tuple(k.shape[1:]), float("nan"), dtype=k.dtype)
+    table = torch.randperm(blocks, generator=gen)[:len(lens) * per].reshape(len(lens), per)
+    for b, n in enumerate(lens):
+        t = torch.arange(n)
+        cache[table[b, t // page].long(), t % page] = k[int(cu_k[b]):int(cu_k[b]) + n]
+    return cache, table.to(torch.int32)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_cuda)])
+@pytest.mark.parametrize("page", [1, 16, 37])
+def test_varlen_block_table(device, page, gen):
+    """flash_attn_varlen_func with block_table (chunked prefill): the packed batch against its
+    paged keys by the rule against the float64 reference of the same keys packed densely."""
+    from attn_reference import attention_varlen
+    dtype = torch.bfloat16
+    lens_q, lens_k = [7, 0, 40, 1], [300, 5, 40, 90]
+    cu_q = torch.tensor([0] + list(torch.tensor(lens_q).cumsum(0)), dtype=torch.int32)
+    cu_k = torch.tensor([0] + list(torch.tensor(lens_k).cumsum(0)), dtype=torch.int32)
+    q = torch.randn(int(cu_q[-1]), 4, 64, generator=gen).to(dtype)
+    k = torch.randn(int(cu_k[-1]), 2, 64, generator=gen).to(dtype)
+    v = torch.randn(int(cu_k[-1]), 2, 64, generator=gen).to(dtype)
+    k_cache, table = paged_copy(k, cu_k, page, gen)
+    v_cache = torch.full_like(k_cache, float("nan"))
+    lens = (cu_k[1:] - cu_k[:-1]).tolist()
+    for b, n in enumerate(lens):
+        t = torch.arange(n)
+        v_cache[table[b, t // page].long(), t % page] = v[int(cu_k[b]):int(cu_k[b]) + n]
+    ref, ref_lse = attention_varlen(q, k, v, cu_q, cu_k, causal=True, compute=torch.float64)
+    naive, naive_lse = attention_varlen(q, k, v, cu_q, cu_k, causal=True, compute=torch.float32)
+    on = (lambda t: t.to(device))
+    with torch.no_grad():
+        out, lse, _ = flashattn.flash_attn_varlen_func(
+            on(q), on(k_cache), on(v_cache), on(cu_q), on(cu_k), max(lens_q), max(lens_k),
+            causal=True, block_table=on(table), return_attn_probs=True)
+    out, lse = out.cpu(), lse.cpu()
+    assert out.shape == q.shape and lse.shape == (4, q.shape[0])
+    assert max_err(out, ref) <= 2 * max_err(naive.to(dtype), ref) + 1e-5
+    assert max_err(lse, ref_lse) <= 2 * max_err(naive_lse, ref_lse) + 1e-5
+
+
+def test_varlen_block_table_is_forward_only(gen):
+    q = torch.randn(5, 2, 16, requires_grad=True)
+    cache = torch.randn(4, 8, 2, 16)
+    cu = torch.tensor([0, 5], dtype=torch.int32)
+    with pytest.raises(flashattn.FlashAttnError) as e:
+        flashattn.flash_attn_varlen_func(q, cache, cache, cu, cu, 5, 5,
+                                         block_table=torch.zeros(1, 1, dtype=torch.int32))
+    assert "forward-only" in str(e.value)

@@ -23,8 +23,6 @@ const char* dtype_name(int32_t t) {
     case FA_DTYPE_BF16: return "bf16";
     case FA_DTYPE_FP8_E4M3: return "fp8_e4m3";
     case FA_DTYPE_INT32: return "int32";
-    case FA_DTYPE_BOOL: return "bool";
-    case FA_DTYPE_INT8: return "int8";
     default: return "unknown";
   }
 }
@@ -46,8 +44,6 @@ int64_t elem_bytes(int32_t t) {
     case FA_DTYPE_BF16: return 2;
     case FA_DTYPE_FP8_E4M3: return 1;
     case FA_DTYPE_INT32: return 4;
-    case FA_DTYPE_BOOL: return 1;
-    case FA_DTYPE_INT8: return 1;
     default: return 1;
   }
 }
@@ -429,27 +425,72 @@ int64_t check_kv_values(const fa_params* p, const Params& r, const KvArrays& a) 
 // The KV cache (block_table, cache_seqlens, cache_batch_idx, cache_leftpad, k_new / v_new,
 // rotary) of a fixed-length batch: shapes, and on the CPU the values. Sets r's cache fields and
 // seqlen_k (the most keys a batch entry attends to).
+// block_table: int32 (batch, max_blocks) over k, v of (num_blocks, page_size, heads_kv, d). Sets
+// r's table fields and returns the capacity, max_blocks * page_size keys an entry.
+int64_t check_block_table(const fa_params* p, Params& r, const char* batch_name) {
+  const fa_tensor& bt = p->block_table;
+  check_tensor(bt, "block_table", 2, true);
+  check_dtype_is(bt, "block_table", FA_DTYPE_INT32);
+  check_device(bt, "block_table", p->q.device);
+  check_alignment(bt, "block_table", 4);
+  if (bt.shape[0] != r.batch)
+    fail(FA_ERROR_SHAPE, "block_table.shape[0]=", bt.shape[0], " must equal ", batch_name, "=",
+         r.batch, " (batch)");
+  r.block_table = static_cast<const int32_t*>(bt.data);
+  r.block_table_stride = bt.stride[0];
+  r.max_blocks = bt.shape[1];
+  r.num_blocks = p->k.shape[0];
+  r.page_size = p->k.shape[1];
+  return (Checked(r.max_blocks) * r.page_size)
+      .value("the paged cache's capacity block_table.shape[1] * k.shape[1]");
+}
+
+// A packed batch over a paged cache (flash_attn_varlen_func's block_table): sequence b's keys are
+// the first cu_seqlens_k[b + 1] - cu_seqlens_k[b] rows of its pages. Sets r's table fields, the
+// capacity and seqlen_k (at most the capacity); on the CPU every sequence must fit its pages and
+// name blocks of k. cu_seqlens_k is checked as usual (r.total_k: its last entry).
+// The values: cu (cu_seqlens_k, already checked as prefix sums) and table (the block table's
+// rows block_table_stride apart) in host memory.
+void check_paged_packed_values(const Params& r, const int32_t* cu, const int32_t* table) {
+  for (int64_t b = 0; b < r.batch; ++b) {
+    const int64_t len = int64_t(cu[b + 1]) - cu[b];  // validated: non-negative
+    if (len > r.cache_capacity)
+      fail(FA_ERROR_CU_SEQLENS, "cu_seqlens_k: sequence ", b, " has ", len, " keys > ",
+           r.cache_capacity, " (block_table.shape[1] * k.shape[1], the keys its pages hold)");
+    for (int64_t n = 0; n < ceil_div(len, r.page_size); ++n) {
+      const int32_t block = table[b * r.block_table_stride + n];
+      if (block < 0 || block >= r.num_blocks)
+        fail(FA_ERROR_CU_SEQLENS, "block_table[", b, "][", n, "]=", block,
+             " is not a block of k: must be in [0, ", r.num_blocks, ") (k.shape[0]); sequence ",
+             b, " reads its first ", ceil_div(len, r.page_size), " entries");
+    }
+  }
+}
+
+void check_paged_packed(const fa_params* p, Params& r) {
+  r.cache_capacity = check_block_table(p, r, "cu_seqlens_q.shape[0] - 1");
+  r.cache_rows = p->k.shape[0];
+  r.seqlen_k = std::min(r.seqlen_k, r.cache_capacity);
+  // Device memory is read only with check_inputs (validate_device_inputs); the kernels clamp.
+  if (p->q.device.type == FA_DEVICE_CPU)
+    check_paged_packed_values(r, static_cast<const int32_t*>(p->cu_seqlens_k.data), r.block_table);
+}
+
+// Total keys of a packed batch over a paged cache: cu_seqlens_k's last entry (on the CPU, where
+// check_cu_seqlens then checks the array against it; else an upper bound, batch * capacity).
+int64_t paged_packed_total_k(const fa_params* p, int64_t batch) {
+  const fa_tensor& bt = p->block_table;
+  if (p->q.device.type != FA_DEVICE_CPU)
+    return (Checked(batch) * bt.shape[1] * p->k.shape[1]).value("the paged batch's key count");
+  const int32_t last = static_cast<const int32_t*>(p->cu_seqlens_k.data)[batch];
+  return last < 0 ? 0 : last;
+}
+
 void check_kv_cache(const fa_params* p, Params& r) {
   const bool paged = p->block_table.data != nullptr, cached = p->cache_seqlens.data != nullptr;
   const fa_device dev = p->q.device;
   int64_t capacity = p->k.shape[1];  // keys a batch entry can hold
-  if (paged) {
-    const fa_tensor& bt = p->block_table;
-    check_tensor(bt, "block_table", 2, true);
-    check_dtype_is(bt, "block_table", FA_DTYPE_INT32);
-    check_device(bt, "block_table", dev);
-    check_alignment(bt, "block_table", 4);
-    if (bt.shape[0] != r.batch)
-      fail(FA_ERROR_SHAPE, "block_table.shape[0]=", bt.shape[0], " must equal q.shape[0]=",
-           r.batch, " (batch)");
-    r.block_table = static_cast<const int32_t*>(bt.data);
-    r.block_table_stride = bt.stride[0];
-    r.max_blocks = bt.shape[1];
-    r.num_blocks = p->k.shape[0];
-    r.page_size = p->k.shape[1];
-    capacity = (Checked(r.max_blocks) * r.page_size)
-                   .value("the paged cache's capacity block_table.shape[1] * k.shape[1]");
-  }
+  if (paged) capacity = check_block_table(p, r, "q.shape[0]");
   r.cache_capacity = capacity;
   r.cache_rows = p->k.shape[0];
   r.seqlen_k = capacity;
@@ -472,103 +513,6 @@ void check_kv_cache(const fa_params* p, Params& r) {
     // Device memory: the values are read only with check_inputs (validate_device_inputs); the
     // kernels clamp what they read (cuda/kernels/kvcache), and size the call by the capacity.
     r.seqlen_k = capacity;
-  }
-}
-
-// ---- attn_bias and dbias (0.4) -------------------------------------------------------------------
-
-// attn_bias: rank 4, each dimension 1 or the call's (batch, heads_q, seqlen_q, seqlen_k), where a
-// packed batch's query and key dimensions may be any size >= its longest sequences; any
-// non-negative strides. Sets r.bias (strides 0 on dimensions of size 1).
-void check_attn_bias(const fa_params* p, Params& r, bool packed, const char* kv_cache) {
-  const fa_tensor& t = p->attn_bias;
-  if (t.data == nullptr) return;
-  if (kv_cache)
-    fail(FA_ERROR_UNSUPPORTED, "attn_bias with ", kv_cache, " is not supported yet: an attention "
-         "bias takes q, k and v without a KV cache");
-  if (t.rank != 4)
-    fail(FA_ERROR_RANK, "attn_bias.rank=", t.rank, " must be 4: (batch, heads_q, seqlen_q, "
-         "seqlen_k), each dimension that size or 1");
-  Params::Bias::Kind kind = Params::Bias::Kind::None;
-  switch (t.dtype) {
-    case FA_DTYPE_FP32: kind = Params::Bias::Kind::F32; break;
-    case FA_DTYPE_FP16: kind = Params::Bias::Kind::F16; break;
-    case FA_DTYPE_BF16: kind = Params::Bias::Kind::BF16; break;
-    case FA_DTYPE_BOOL:
-    case FA_DTYPE_INT8: kind = Params::Bias::Kind::Mask; break;
-    default:
-      fail(FA_ERROR_DTYPE, "attn_bias.dtype=", dtype_name(t.dtype), " (", t.dtype,
-           ") must be fp32, fp16 or bf16 (an additive bias) or bool or int8 (a mask)");
-  }
-  check_tensor(t, "attn_bias", 4, false);
-  check_device(t, "attn_bias", p->q.device);
-  check_alignment(t, "attn_bias", elem_bytes(t.dtype));
-  const int64_t full[4] = {r.batch, r.heads_q, r.seqlen_q, r.seqlen_k};
-  const char* what[4] = {"q.shape[0] (batch)", "q.shape[2] (heads_q)", "q.shape[1] (seqlen_q)",
-                         "k.shape[1] (seqlen_k)"};
-  if (packed) {
-    what[0] = "cu_seqlens_q.shape[0] - 1 (batch)";
-    what[1] = "q.shape[1] (heads_q)";
-  }
-  for (int i = 0; i < 4; ++i) {
-    if (t.shape[i] == 1 || t.shape[i] == full[i]) continue;
-    if (packed && i >= 2) {
-      if (t.shape[i] > full[i]) continue;  // rows / columns past a sequence are never read
-      fail(FA_ERROR_SHAPE, "attn_bias.shape[", i, "]=", t.shape[i], " must be 1 or >= ",
-           full[i], ", the longest sequence of ", i == 2 ? "cu_seqlens_q" : "cu_seqlens_k",
-           " (a packed batch's bias is indexed from each sequence's first ",
-           i == 2 ? "query" : "key", "; attn_bias ", shape_str(t), ")");
-    }
-    fail(FA_ERROR_SHAPE, "attn_bias.shape[", i, "]=", t.shape[i], " must be 1 or ", what[i], "=",
-         full[i], " (attn_bias ", shape_str(t), " broadcasts to (batch, heads_q, seqlen_q, "
-         "seqlen_k))");
-  }
-  Params::Bias& bias = r.bias;
-  bias.kind = kind;
-  bias.data = t.data;
-  int64_t* strides[4] = {&bias.stride_b, &bias.stride_h, &bias.stride_q, &bias.stride_k};
-  for (int i = 0; i < 4; ++i) *strides[i] = t.shape[i] == 1 ? 0 : t.stride[i];
-}
-
-// dbias (backward): attn_bias's shape, fp32 or its dtype, strides that give every element its
-// own memory (it is written), attn_bias an fp32 / fp16 / bf16 bias.
-void check_dbias(const fa_params* p, Params& r) {
-  const fa_tensor& g = p->dbias;
-  if (g.data == nullptr) return;
-  const fa_tensor& t = p->attn_bias;
-  if (t.data == nullptr)
-    fail(FA_ERROR_NULL_POINTER, "attn_bias.data is NULL while dbias is given: dbias is the "
-         "gradient of attn_bias");
-  if (r.bias.kind == Params::Bias::Kind::Mask)
-    fail(FA_ERROR_DTYPE, "dbias is given but attn_bias.dtype=", dtype_name(t.dtype),
-         " is a mask, which has no gradient (dbias needs an fp32, fp16 or bf16 attn_bias)");
-  check_tensor(g, "dbias", 4, false);
-  if (g.dtype != FA_DTYPE_FP32 && g.dtype != t.dtype)
-    fail(FA_ERROR_DTYPE, "dbias.dtype=", dtype_name(g.dtype), " must be fp32 or attn_bias.dtype=",
-         dtype_name(t.dtype));
-  check_same_shape(g, "dbias", t, "attn_bias");
-  check_device(g, "dbias", p->q.device);
-  check_alignment(g, "dbias", elem_bytes(g.dtype));
-  // Every element its own memory: ordered by stride, each dimension (of size > 1) steps past the
-  // whole extent of the smaller ones.
-  int order[4] = {0, 1, 2, 3};
-  std::sort(order, order + 4, [&](int a, int b) { return g.stride[a] < g.stride[b]; });
-  int64_t extent = 1;  // elements spanned by the dimensions so far (overflow: check_tensor)
-  for (int k = 0; k < 4; ++k) {
-    const int i = order[k];
-    if (g.shape[i] == 1) continue;
-    if (g.stride[i] < extent)
-      fail(FA_ERROR_STRIDE, "dbias.stride[", i, "]=", g.stride[i], " makes elements overlap "
-           "(dbias shape ", shape_str(g), ", strides ", stride_str(g), "): dbias is written, "
-           "every element needs its own memory");
-    extent = g.stride[i] * (g.shape[i] - 1) + extent;
-  }
-  Params::Bias& bias = r.bias;
-  bias.grad = g.data;
-  bias.grad_dtype = to_internal(g.dtype);
-  for (int i = 0; i < 4; ++i) {
-    bias.grad_shape[i] = g.shape[i];
-    bias.grad_stride[i] = g.stride[i];
   }
 }
 
@@ -613,39 +557,43 @@ Params validate_common(const fa_params* caller, bool backward) {
   }
   check_alignment(p->q, "q", dtype_size(to_internal(p->q.dtype)));
   check_cpu_only_features(*p, backward);
-  check_bias_cpu_only(*p, backward);
   const char* kv_cache = kv_cache_feature(*p);
   if (kv_cache && backward)
     fail(FA_ERROR_UNSUPPORTED, kv_cache,
          " is forward-only: fa_backward does not take a KV cache (as FlashAttention's "
          "flash_attn_with_kvcache)");
-  if (kv_cache && packed)
-    fail(FA_ERROR_UNSUPPORTED, kv_cache,
+  // A packed batch takes a paged cache (block_table) and no other cache field.
+  fa_params beside_table = *p;
+  beside_table.block_table.data = nullptr;
+  const char* kv_packed = kv_cache_feature(beside_table);
+  if (kv_packed && packed)
+    fail(FA_ERROR_UNSUPPORTED, kv_packed,
          " with cu_seqlens (a packed batch) is not supported yet: KV caches take fixed-length "
-         "batches");
+         "batches (a packed batch takes a paged cache alone, block_table)");
 
   const int64_t d = p->q.shape[rank - 1];
   if (d > FA_MAX_HEAD_DIM)
     fail(FA_ERROR_HEAD_DIM, "q.shape[", rank - 1, "]=", d, " (head_dim) must be in [1, ",
          FA_MAX_HEAD_DIM, "]");
 
+  const int kv_rank = paged ? 4 : rank;  // a paged cache is (num_blocks, page_size, heads_kv, d)
   for (const auto& [t, name] : {std::pair{&p->k, "k"}, std::pair{&p->v, "v"}}) {
-    check_tensor(*t, name, rank, true);
+    check_tensor(*t, name, kv_rank, true);
     check_role_dtype(*t, name, Role::Input, p->q.dtype);
     check_device(*t, name, dev);
     check_alignment(*t, name, dtype_size(to_internal(t->dtype)));
   }
   check_same_shape(p->v, "v", p->k, "k");
-  if (p->k.shape[rank - 1] != d)
-    fail(FA_ERROR_SHAPE, "k.shape[", rank - 1, "]=", p->k.shape[rank - 1],
+  if (p->k.shape[kv_rank - 1] != d)
+    fail(FA_ERROR_SHAPE, "k.shape[", kv_rank - 1, "]=", p->k.shape[kv_rank - 1],
          " must equal q.shape[", rank - 1, "]=", d, " (head_dim)");
   // paged: k.shape[0] counts blocks; with cache_batch_idx, cache rows
   if (!packed && !paged && !mapped && p->k.shape[0] != p->q.shape[0])
     fail(FA_ERROR_SHAPE, "k.shape[0]=", p->k.shape[0], " must equal q.shape[0]=", p->q.shape[0],
          " (batch)");
-  const int64_t hq = p->q.shape[rank - 2], hk = p->k.shape[rank - 2];
+  const int64_t hq = p->q.shape[rank - 2], hk = p->k.shape[kv_rank - 2];
   if (hq % hk != 0)
-    fail(FA_ERROR_HEADS, "k.shape[", rank - 2, "]=", hk, " (heads_kv) must divide q.shape[",
+    fail(FA_ERROR_HEADS, "k.shape[", kv_rank - 2, "]=", hk, " (heads_kv) must divide q.shape[",
          rank - 2, "]=", hq, " (heads_q)");
 
   check_like(p->out, "out", Role::Output, p->q.dtype, p->q, "q", dev);
@@ -675,7 +623,7 @@ Params validate_common(const fa_params* caller, bool backward) {
       fail(FA_ERROR_SIZE, "max_seqlen_k=", p->max_seqlen_k, " must be > 0 for packed batches");
     r.batch = p->cu_seqlens_q.shape[0] - 1;
     r.total_q = p->q.shape[0];
-    r.total_k = p->k.shape[0];
+    r.total_k = paged ? paged_packed_total_k(p, r.batch) : p->k.shape[0];
     // max_seqlen is the caller's bound on the longest sequence; none is longer than the packed
     // tensor, so a larger bound is still true and is tightened to the token count: it sizes the
     // launches and the workspace, which must follow what the tensors hold, not the claim.
@@ -685,10 +633,11 @@ Params validate_common(const fa_params* caller, bool backward) {
       r.seqlen_q = check_cu_seqlens(p->cu_seqlens_q, "cu_seqlens_q", r.total_q, p->max_seqlen_q,
                                     "max_seqlen_q", "q.shape[0]");
       r.seqlen_k = check_cu_seqlens(p->cu_seqlens_k, "cu_seqlens_k", r.total_k, p->max_seqlen_k,
-                                    "max_seqlen_k", "k.shape[0]");
+                                    "max_seqlen_k", paged ? "cu_seqlens_k's last entry" : "k.shape[0]");
     }
     r.cu_seqlens_q = static_cast<const int32_t*>(p->cu_seqlens_q.data);
     r.cu_seqlens_k = static_cast<const int32_t*>(p->cu_seqlens_k.data);
+    if (paged) check_paged_packed(p, r);
   } else {
     r.batch = p->q.shape[0];
     r.seqlen_q = p->q.shape[1];
@@ -767,8 +716,8 @@ Params validate_common(const fa_params* caller, bool backward) {
   }
 
   r.q = make_view(p->q, packed);
-  r.k = make_view(p->k, packed);
-  r.v = make_view(p->v, packed);
+  r.k = make_view(p->k, packed && !paged);
+  r.v = make_view(p->v, packed && !paged);
   r.out = make_view(p->out, packed);
   r.lse.data = static_cast<float*>(p->lse.data);
   if (!want_lse) {
@@ -793,7 +742,6 @@ Params validate_common(const fa_params* caller, bool backward) {
   r.seed = p->seed;
   r.offset = p->offset;
   r.deterministic = p->deterministic != 0;
-  check_attn_bias(p, r, packed, kv_cache);
   return r;
 }
 
@@ -817,17 +765,6 @@ void check_cpu_only_features(const fa_params& p, bool backward) {
       fail(FA_ERROR_UNSUPPORTED, name, ".dtype=", dtype_name(t->dtype), " with q.dtype=",
            dtype_name(p.q.dtype), " is supported on the CPU backend only in this build");
   }
-}
-
-// attn_bias and dbias (0.4) are the CPU backends' in this build; the CUDA kernels read neither.
-void check_bias_cpu_only(const fa_params& p, bool backward) {
-  if (p.q.device.type == FA_DEVICE_CPU) return;
-  if (p.attn_bias.data != nullptr)
-    fail(FA_ERROR_UNSUPPORTED, "attn_bias (an attention bias or mask) is supported on the CPU "
-         "backend only in this build");
-  if (backward && p.dbias.data != nullptr)
-    fail(FA_ERROR_UNSUPPORTED, "dbias (the gradient of attn_bias) is supported on the CPU backend "
-         "only in this build");
 }
 
 Params validate_forward(const fa_params* p) { return validate_common(p, false); }
@@ -861,7 +798,7 @@ void validate_device_inputs(const fa_params* caller, const Params& r, void* stre
   const fa_params current = current_layout(*caller);  // validated: a known struct_size
   const fa_params* p = &current;
   if (p->check_inputs == 0 || r.device.type != FA_DEVICE_CUDA) return;
-  if (kv_cache_feature(*p) != nullptr) return check_device_kv_values(p, r, stream);
+  if (kv_cache_feature(*p) != nullptr && !r.varlen()) return check_device_kv_values(p, r, stream);
   if (!r.varlen()) return;
   const int64_t n = r.batch + 1;
   std::vector<int32_t> host(size_t(2 * n));
@@ -871,7 +808,17 @@ void validate_device_inputs(const fa_params* caller, const Params& r, void* stre
   cq.data = host.data();
   ck.data = host.data() + n;
   check_cu_seqlens(cq, "cu_seqlens_q", r.total_q, p->max_seqlen_q, "max_seqlen_q", "q.shape[0]");
-  check_cu_seqlens(ck, "cu_seqlens_k", r.total_k, p->max_seqlen_k, "max_seqlen_k", "k.shape[0]");
+  if (r.block_table == nullptr) {
+    check_cu_seqlens(ck, "cu_seqlens_k", r.total_k, p->max_seqlen_k, "max_seqlen_k", "k.shape[0]");
+    return;
+  }
+  // A paged packed batch: cu_seqlens_k's total is its own last entry; then its pages.
+  const int32_t* cu_k = host.data() + n;
+  check_cu_seqlens(ck, "cu_seqlens_k", cu_k[r.batch] < 0 ? 0 : cu_k[r.batch], p->max_seqlen_k,
+                   "max_seqlen_k", "cu_seqlens_k's last entry");
+  std::vector<int32_t> table(size_t((r.batch - 1) * r.block_table_stride + r.max_blocks));
+  copy_to_host_sync(table.data(), r.block_table, table.size() * 4, r.device.index, stream);
+  check_paged_packed_values(r, cu_k, table.data());
 }
 
 Params validate_backward(const fa_params* caller) {
@@ -888,7 +835,6 @@ Params validate_backward(const fa_params* caller) {
   r.dq = make_view(p->dq, packed);
   r.dk = make_view(p->dk, packed);
   r.dv = make_view(p->dv, packed);
-  check_dbias(p, r);
   return r;
 }
 

@@ -27,12 +27,14 @@ struct KvSeq {
 
 __device__ __forceinline__ KvSeq kv_sequence(const Params& p, int64_t b) {
   const SeqInfo s = p.seq(b);
-  int32_t k_start = int32_t(s.k_start), len_k = int32_t(s.len_k), cached = 0;
+  // A packed batch over a paged cache: a sequence's keys start at row 0 of its own pages.
+  const bool own_pages = p.block_table != nullptr && p.varlen();
+  int32_t k_start = own_pages ? 0 : int32_t(s.k_start), len_k = int32_t(s.len_k), cached = 0;
   const int32_t capacity = int32_t(p.cache_capacity), fresh = int32_t(p.seqlen_new);
   if (p.cache_seqlens != nullptr) {
     cached = clamp_to(p.cache_seqlens[b], 0, capacity - fresh);
     len_k = cached + fresh;
-  } else if (capacity > 0) {
+  } else if (capacity > 0 && !own_pages) {  // packed batches: cu_seqlens_k's counts
     len_k = capacity;
   }
   if (p.cache_leftpad != nullptr) {
