@@ -56,6 +56,7 @@ int64_t HostTensor::numel() const {
 }
 
 int64_t HostTensor::elem_size() const {
+  if (dtype_ == FA_DTYPE_BOOL || dtype_ == FA_DTYPE_INT8) return 1;
   return dtype_ == FA_DTYPE_FP16 || dtype_ == FA_DTYPE_BF16 ? 2 : 4;
 }
 
@@ -74,6 +75,8 @@ double HostTensor::get(int64_t flat) const {
     case FA_DTYPE_FP16: { half_t h; std::memcpy(&h, p, 2); return to_float(h); }
     case FA_DTYPE_BF16: { bfloat16_t h; std::memcpy(&h, p, 2); return to_float(h); }
     case FA_DTYPE_INT32: { int32_t i; std::memcpy(&i, p, 4); return i; }
+    case FA_DTYPE_BOOL: return *p != 0;
+    case FA_DTYPE_INT8: return double(int8_t(*p));
     default: { float f; std::memcpy(&f, p, 4); return f; }
   }
 }
@@ -84,6 +87,8 @@ void HostTensor::set(int64_t flat, double x) {
     case FA_DTYPE_FP16: { const half_t h = to_half(float(x)); std::memcpy(p, &h, 2); break; }
     case FA_DTYPE_BF16: { const bfloat16_t h = to_bf16(float(x)); std::memcpy(p, &h, 2); break; }
     case FA_DTYPE_INT32: { const int32_t i = int32_t(x); std::memcpy(p, &i, 4); break; }
+    case FA_DTYPE_BOOL: *p = x != 0 ? 1 : 0; break;
+    case FA_DTYPE_INT8: *p = static_cast<unsigned char>(int8_t(x)); break;
     default: { const float f = float(x); std::memcpy(p, &f, 4); break; }
   }
 }
@@ -120,6 +125,13 @@ std::string Case::name() const {
   if (!cache_lens.empty()) os << "_cache";
   if (q_shift != 0) os << "_shift" << q_shift;
   if (softmax_scale != 0.f) os << "_scale" << (softmax_scale < 0 ? "m" : "") << std::fabs(softmax_scale);
+  if (has_bias()) {
+    const char* names[] = {"fp32", "fp16", "bf16", "fp8", "int32", "bool", "int8"};
+    os << "_bias" << names[bias_dtype];
+    for (bool f : bias_full) os << (f ? "F" : "1");
+    if (bias_empty_rows) os << "_empty";
+    if (dbias) os << "_dbias" << (dbias_dtype < 0 ? "fp32" : names[dbias_dtype]);
+  }
   std::string s = os.str();  // a valid GoogleTest name: letters, digits, underscores
   for (char& ch : s)
     if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
@@ -183,7 +195,33 @@ Problem::Problem(const Case& cs) : c(cs) {
     for (int64_t i = 0; i < alibi.numel(); ++i) alibi.set(i, u(rng));
   }
   if (!c.cache_lens.empty() || c.page_size > 0) make_cache(order4, pad);
+  if (c.has_bias()) make_bias();
   poison_outputs();
+}
+
+void Problem::make_bias() {
+  // Its own random stream: q, k, v, dout are those of the same Case without a bias.
+  std::mt19937_64 rng(c.seed * 0xD6E8FEB86659FD93ull + 4242);
+  const int64_t full[4] = {c.varlen() ? int64_t(c.lens_q.size()) : c.batch, c.heads_q,
+                           c.varlen() ? max_q + 2 : c.seqlen_q, c.varlen() ? max_k + 2 : c.seqlen_k};
+  std::vector<int64_t> shape(4);
+  for (int i = 0; i < 4; ++i) shape[size_t(i)] = c.bias_full[i] ? full[i] : 1;
+  // Strided cases: keys outermost in memory after the batch, padding after each row.
+  const std::vector<int> order = c.strided ? std::vector<int>{0, 3, 1, 2} : std::vector<int>{};
+  bias = HostTensor(fa_dtype(c.bias_dtype), shape, order, c.strided ? 5 : 0);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::bernoulli_distribution keep(c.bias_keep);
+  const double hidden = c.bias_is_mask() ? 0.0 : -HUGE_VAL;
+  for (int64_t e = 0; e < bias.numel(); ++e) {
+    const int64_t j = e % shape[3], i = (e / shape[3]) % shape[2];
+    double x = c.bias_is_mask() ? (keep(rng) ? (c.bias_dtype == FA_DTYPE_INT8 ? -3 : 1) : 0)
+                                : normal(rng);
+    if (c.bias_empty_rows && (shape[2] > 1 ? i % 7 == 2 : j % 5 == 3)) x = hidden;
+    bias.set(e, x);
+  }
+  if (c.dbias)
+    dbias = HostTensor(c.dbias_dtype < 0 ? FA_DTYPE_FP32 : fa_dtype(c.dbias_dtype), shape,
+                       order, c.strided ? 2 : 0);
 }
 
 void Problem::make_cache(const std::vector<int>& order4, int64_t pad) {
@@ -243,6 +281,7 @@ void Problem::poison_outputs() {
   dq.poison();
   dk.poison();
   dv.poison();
+  if (dbias.data()) dbias.poison();
 }
 
 fa_params Problem::params(fa_backend backend, bool with_grads) const {
@@ -267,6 +306,8 @@ fa_params Problem::params(fa_backend backend, bool with_grads) const {
   if (cache_seqlens.data()) o.cache_seqlens = cache_seqlens.view();
   if (block_table.data()) o.block_table = block_table.view();
   o.q_shift = c.q_shift;
+  if (bias.data()) o.attn_bias = bias.view();
+  if (with_grads && dbias.data()) o.dbias = dbias.view();
   const bool paged = block_table.data() != nullptr;
   fa_params p = fa::make_params(q.view(), paged ? k_pages.view() : k.view(),
                                 paged ? v_pages.view() : v.view(), out.view(), lse.view(), o);
@@ -331,6 +372,16 @@ Dense reference(const Problem& pr, bool use_float, bool grads, bool round_p) {
     p.dq = dense_view(r.dq, pr, hq, p.seqlen_q);
     p.dk = dense_view(r.dk, pr, hk, p.seqlen_k);
     p.dv = dense_view(r.dv, pr, hk, p.seqlen_k);
+    if (p.bias.grad) {  // into a dense double buffer of the bias's shape
+      r.dbias.assign(size_t(pr.dbias.numel()), 0.0);
+      p.bias.grad = r.dbias.data();
+      p.bias.grad_dtype = DType::F64;
+      int64_t stride = 1;
+      for (int i = 3; i >= 0; --i) {
+        p.bias.grad_stride[i] = stride;
+        stride *= p.bias.grad_shape[i];
+      }
+    }
     std::vector<unsigned char> wsb(cpu::reference_backward_workspace(p, threads));
     if (use_float) {
       // Its backward reads that stored output for D = rowsum(dO * O), as FlashAttention's does.
@@ -345,6 +396,8 @@ Dense reference(const Problem& pr, bool use_float, bool grads, bool round_p) {
   if (use_float) {
     for (auto* v : {&r.dq, &r.dk, &r.dv})
       for (double& x : *v) x = round_to_dtype(pr.c.dtype, x);
+    if (pr.dbias.data())
+      for (double& x : r.dbias) x = round_to_dtype(pr.dbias.dtype(), x);
   }
   return r;
 }
@@ -362,6 +415,7 @@ Dense outputs(const Problem& pr, bool grads) {
     r.dq = all(pr.dq);
     r.dk = all(pr.dk);
     r.dv = all(pr.dv);
+    if (pr.dbias.data()) r.dbias = all(pr.dbias);
   }
   return r;
 }

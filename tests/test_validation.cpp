@@ -93,9 +93,12 @@ const char* status_name(fa_status s) {
 //              cache_seqlens {3, 4}, k_new / v_new (2, 2, 2, 8), rotary_cos / rotary_sin fp32
 //              (8, 2) interleaved (rotary_dim 4 of 8), cache_leftpad {1, 0}, cache_batch_idx
 //              {1, 0}, num_splits 3
-enum class Base { F32, F16, Strided, Packed, Alibi, PackedAlibi, Paged, Append };
+//   Bias:      F32 plus an fp32 attn_bias (2, 4, 5, 7) and, in the backward, an fp32 dbias of
+//              its shape (fa_params 0.4)
+enum class Base { F32, F16, Strided, Packed, Alibi, PackedAlibi, Paged, Append, Bias };
 constexpr Base kBases[] = {Base::F32,   Base::F16,         Base::Strided, Base::Packed,
-                           Base::Alibi, Base::PackedAlibi, Base::Paged,   Base::Append};
+                           Base::Alibi, Base::PackedAlibi, Base::Paged,   Base::Append,
+                           Base::Bias};
 bool forward_only(Base b) { return b == Base::Paged || b == Base::Append; }
 
 Case base_case(Base b) {
@@ -123,6 +126,10 @@ Case base_case(Base b) {
     c.cache_lens = {7, 4};
   }
   if (b == Base::Append) c.cache_lens = {3, 4};  // the other inputs: Call::attach_append
+  if (b == Base::Bias) {
+    c.bias_dtype = FA_DTYPE_FP32;
+    c.dbias = true;
+  }
   return c;
 }
 
@@ -136,6 +143,7 @@ const char* base_name(Base b) {
     case Base::PackedAlibi: return "PackedAlibi";
     case Base::Paged: return "Paged";
     case Base::Append: return "Append";
+    case Base::Bias: return "Bias";
   }
   return "?";
 }
@@ -219,7 +227,8 @@ class Call {
         {"dv", &pr.dv},     {"cu_seqlens_q", &pr.cu_q},         {"cu_seqlens_k", &pr.cu_k},
         {"alibi_slopes", &pr.alibi},            {"workspace", &workspace_buf},
         {"k_pages", &pr.k_pages},               {"v_pages", &pr.v_pages},
-        {"block_table", &pr.block_table},       {"cache_seqlens", &pr.cache_seqlens}};
+        {"block_table", &pr.block_table},       {"cache_seqlens", &pr.cache_seqlens},
+        {"attn_bias", &pr.bias},                {"dbias", &pr.dbias}};
     for (size_t i = 0; i < extra.size(); ++i) r.emplace_back("extra" + std::to_string(i), &extra[i]);
     return r;
   }
@@ -245,7 +254,7 @@ void each_tensor(fa_params& p, const std::function<void(fa_tensor&)>& f) {
   each_data_tensor(p, f);
   for (fa_tensor* t : {&p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k, &p.alibi_slopes, &p.block_table,
                        &p.cache_seqlens, &p.cache_batch_idx, &p.cache_leftpad, &p.k_new, &p.v_new,
-                       &p.rotary_cos, &p.rotary_sin})
+                       &p.rotary_cos, &p.rotary_sin, &p.attn_bias, &p.dbias})
     if (t->data != nullptr) f(*t);
 }
 void set_device(fa_params& p, fa_device d) {
@@ -296,10 +305,13 @@ const std::vector<Entry>& catalogue() {
        "1152 (between 0.1's 1144 and 0.2's 1328)", [](Call& c) { c.p.struct_size = 1152; },
        FA_ERROR_VERSION,
        {"params.struct_size=1152 is not a known size (1144 for version 0.1, 1328 for 0.2, 1864 "
-        "for 0.3)"}},
+        "for 0.3, 2040 for 0.4)"}},
       {"struct_size_between_0_2_and_0_3", Base::F32, kAll, "params.struct_size",
        "1400 (between 0.2's 1328 and 0.3's 1864)", [](Call& c) { c.p.struct_size = 1400; },
        FA_ERROR_VERSION, {"params.struct_size=1400 is not a known size"}},
+      {"struct_size_between_0_3_and_0_4", Base::F32, kAll, "params.struct_size",
+       "1952 (between 0.3's 1864 and 0.4's 2040)", [](Call& c) { c.p.struct_size = 1952; },
+       FA_ERROR_VERSION, {"params.struct_size=1952 is not a known size"}},
       {"struct_size_below_0_1", Base::F32, kAll, "params.struct_size", "1136 (0.1's size - 8)",
        [](Call& c) { c.p.struct_size = 1136; }, FA_ERROR_VERSION,
        {"params.struct_size=1136 is not a known size"}},
@@ -1045,6 +1057,74 @@ const std::vector<Entry>& catalogue() {
          c.p.q_shift = std::numeric_limits<int64_t>::max() - (12 + (int64_t(1) << 32)) + 1;
        },
        FA_ERROR_SIZE, {"is too far from 0: |q_shift| + seqlen_q + seqlen_k + 2^32 must fit"}},
+
+      // --- attn_bias and dbias (0.4) ----------------------------------------------------------
+      {"bias_rank_3", Base::Bias, kAll, "attn_bias.rank", "3",
+       [](Call& c) { c.p.attn_bias.rank = 3; }, FA_ERROR_RANK,
+       {"attn_bias.rank=3 must be 4: (batch, heads_q, seqlen_q, seqlen_k)"}},
+      {"bias_dtype_int32", Base::Bias, kAll, "attn_bias.dtype", "int32",
+       [](Call& c) { c.p.attn_bias.dtype = FA_DTYPE_INT32; }, FA_ERROR_DTYPE,
+       {"attn_bias.dtype=int32 (4) must be fp32, fp16 or bf16 (an additive bias) or bool or int8 "
+        "(a mask)"}},
+      {"bias_dtype_fp8", Base::Bias, kAll, "attn_bias.dtype", "fp8_e4m3",
+       [](Call& c) { c.p.attn_bias.dtype = FA_DTYPE_FP8_E4M3; }, FA_ERROR_DTYPE,
+       {"attn_bias.dtype=fp8_e4m3"}},
+      {"bias_batch_3", Base::Bias, kAll, "attn_bias.shape[0]", "3 (batch 2)",
+       [](Call& c) { c.p.attn_bias.shape[0] = 3; }, FA_ERROR_SHAPE,
+       {"attn_bias.shape[0]=3 must be 1 or q.shape[0] (batch)=2"}},
+      {"bias_heads_3", Base::Bias, kAll, "attn_bias.shape[1]", "3 (heads_q 4)",
+       [](Call& c) { c.p.attn_bias.shape[1] = 3; }, FA_ERROR_SHAPE,
+       {"attn_bias.shape[1]=3 must be 1 or q.shape[2] (heads_q)=4", "attn_bias (2, 3, 5, 7)"}},
+      {"bias_seqlen_q_4", Base::Bias, kAll, "attn_bias.shape[2]", "4 (seqlen_q 5)",
+       [](Call& c) { c.p.attn_bias.shape[2] = 4; }, FA_ERROR_SHAPE,
+       {"attn_bias.shape[2]=4 must be 1 or q.shape[1] (seqlen_q)=5"}},
+      {"bias_seqlen_k_8", Base::Bias, kAll, "attn_bias.shape[3]", "8 (seqlen_k 7)",
+       [](Call& c) { c.p.attn_bias.shape[3] = 8; }, FA_ERROR_SHAPE,
+       {"attn_bias.shape[3]=8 must be 1 or k.shape[1] (seqlen_k)=7"}},
+      {"bias_shape_zero", Base::Bias, kAll, "attn_bias.shape[2]", "0",
+       [](Call& c) { c.p.attn_bias.shape[2] = 0; }, FA_ERROR_SIZE,
+       {"attn_bias.shape[2]=0 must be > 0"}},
+      {"bias_negative_stride", Base::Bias, kAll, "attn_bias.stride[3]", "-1",
+       [](Call& c) { c.p.attn_bias.stride[3] = -1; }, FA_ERROR_STRIDE,
+       {"attn_bias.stride[3]=-1 must be >= 0"}},
+      {"bias_address_mod4_2", Base::Bias, kAll, "attn_bias.data", "fp32 at address % 4 == 2",
+       [](Call& c) { c.p.attn_bias.data = shifted(c.p.attn_bias.data, 2); }, FA_ERROR_ALIGNMENT,
+       {"attn_bias.data=", "must be aligned to 4 bytes"}},
+      {"bias_device_index", Base::Bias, kAll, "attn_bias.device", "(CPU, 3)",
+       [](Call& c) { c.p.attn_bias.device.index = 3; }, FA_ERROR_DEVICE,
+       {"attn_bias.device=(0, 3) must equal q.device=(0, 0)"}},
+      {"bias_with_paged_cache", Base::Paged, kForward, "attn_bias", "with block_table",
+       [](Call& c) { c.p.attn_bias = c.add_random(FA_DTYPE_FP32, {2, 4, 5, 7}, 3); },
+       FA_ERROR_UNSUPPORTED,
+       {"attn_bias with block_table (a paged KV cache) is not supported yet"}},
+      {"bias_packed_queries_short", Base::Packed, kAll, "attn_bias.shape[2]",
+       "4 (the longest query sequence is 5)",
+       [](Call& c) { c.p.attn_bias = c.add_random(FA_DTYPE_FP32, {2, 4, 4, 6}, 4); },
+       FA_ERROR_SHAPE,
+       {"attn_bias.shape[2]=4 must be 1 or >= 5, the longest sequence of cu_seqlens_q"}},
+      {"bias_packed_batch", Base::Packed, kAll, "attn_bias.shape[0]", "3 (2 sequences)",
+       [](Call& c) { c.p.attn_bias = c.add_random(FA_DTYPE_FP32, {3, 4, 5, 6}, 5); },
+       FA_ERROR_SHAPE, {"attn_bias.shape[0]=3 must be 1 or cu_seqlens_q.shape[0] - 1 (batch)=2"}},
+      {"dbias_without_bias", Base::Bias, kBackward, "dbias", "given without attn_bias",
+       [](Call& c) { c.p.attn_bias.data = nullptr; }, FA_ERROR_NULL_POINTER,
+       {"attn_bias.data is NULL while dbias is given"}},
+      {"dbias_of_a_mask", Base::Bias, kBackward, "dbias", "with a bool attn_bias",
+       [](Call& c) { c.p.attn_bias.dtype = FA_DTYPE_BOOL; }, FA_ERROR_DTYPE,
+       {"dbias is given but attn_bias.dtype=bool is a mask, which has no gradient"}},
+      {"dbias_dtype_fp16", Base::Bias, kBackward, "dbias.dtype", "fp16 (attn_bias fp32)",
+       [](Call& c) { c.p.dbias.dtype = FA_DTYPE_FP16; }, FA_ERROR_DTYPE,
+       {"dbias.dtype=fp16 must be fp32 or attn_bias.dtype=fp32"}},
+      {"dbias_rank_2", Base::Bias, kBackward, "dbias.rank", "2",
+       [](Call& c) { c.p.dbias.rank = 2; }, FA_ERROR_RANK, {"dbias.rank=2 must be 4"}},
+      {"dbias_shape", Base::Bias, kBackward, "dbias.shape[2]", "1 (attn_bias's is 5)",
+       [](Call& c) { c.p.dbias.shape[2] = 1; }, FA_ERROR_SHAPE,
+       {"dbias.shape[2]=1 must equal attn_bias.shape[2]=5"}},
+      {"dbias_overlapping", Base::Bias, kBackward, "dbias.stride[1]", "0 (shape[1] = 4)",
+       [](Call& c) { c.p.dbias.stride[1] = 0; }, FA_ERROR_STRIDE,
+       {"dbias.stride[1]=0 makes elements overlap", "every element needs its own memory"}},
+      {"dbias_address_mod4_1", Base::Bias, kBackward, "dbias.data", "fp32 at address % 4 == 1",
+       [](Call& c) { c.p.dbias.data = shifted(c.p.dbias.data, 1); }, FA_ERROR_ALIGNMENT,
+       {"dbias.data=", "must be aligned to 4 bytes"}},
   };
   return entries;
 }

@@ -13,6 +13,12 @@ materialised in torch for tests (_attn_probs.py, docs/python.md).
 flash_attn_with_kvcache (inference: a KV cache, dense or paged, with new keys / values appended
 in place and rotary embeddings) is forward only and not differentiable, as flash_attn's.
 
+attn_bias (this binding's, fa_params 0.4; CPU tensors in this build): a bias or mask of the
+scores broadcastable to (batch, nheads, seqlen_q, seqlen_k) (each dimension that size or 1, any
+strides; varlen: (batch, nheads, >= max_seqlen_q, >= max_seqlen_k), indexed from each sequence's
+start). float32 / float16 / bfloat16 are added after the scale and softcap, bool / int8 hide the
+keys where False / 0; differentiable (its gradient sums over the broadcast dimensions).
+
 kernel_family is this binding's own: which of the library's kernel families a call would run.
 
 Dropout draws its (seed, offset) pair from torch's default CPU generator, so torch.manual_seed
@@ -59,9 +65,40 @@ class FlashAttnFunc(torch.autograd.Function):
         return (dq, dk, dv) + (None,) * 13
 
 
+class FlashAttnExtFunc(torch.autograd.Function):
+    """FlashAttnFunc with fa_params 0.4's fields (ops.fwd_ext / ops.bwd_ext): an attention bias or
+    mask (rank 4; differentiable when it is a float tensor that requires grad) and the queries'
+    shift (q_shift)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, attn_bias, alibi_slopes, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                max_seqlen_k, dropout_p, softmax_scale, causal, window_left, window_right,
+                softcap, rng, deterministic, q_shift):
+        out, lse = ops.fwd_ext(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                               dropout_p, softmax_scale, causal, window_left, window_right,
+                               softcap, alibi_slopes, rng, attn_bias, q_shift)
+        ctx.save_for_backward(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, alibi_slopes, rng,
+                              attn_bias)
+        ctx.config = (max_seqlen_q, max_seqlen_k, dropout_p, softmax_scale, causal, window_left,
+                      window_right, softcap, deterministic, q_shift)
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        q, k, v, out, lse, cu_q, cu_k, alibi, rng, bias = ctx.saved_tensors
+        (max_q, max_k, dropout_p, scale, causal, wl, wr, softcap, deterministic,
+         q_shift) = ctx.config
+        want_dbias = bool(ctx.needs_input_grad[3])
+        dq, dk, dv, dbias = ops.bwd_ext(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k,
+                                        dropout_p, scale, causal, wl, wr, softcap, alibi, rng,
+                                        deterministic, bias, q_shift, want_dbias)
+        return (dq, dk, dv, dbias if want_dbias else None) + (None,) * 14
+
+
 def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
-               return_attn_probs):
+               return_attn_probs, attn_bias=None, q_shift=0):
     # softmax_scale None -> 0.0, the C ABI's "1/sqrt(headdim)"; the same value reaches backward.
     scale = 0.0 if softmax_scale is None else float(softmax_scale)
     window_left, window_right = window_size
@@ -71,6 +108,19 @@ def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
     rng = draw_dropout_rng() if dropout_p > 0 else None
     args = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, float(dropout_p), scale,
             bool(causal), window_left, window_right, float(softcap))
+    if attn_bias is not None or q_shift:
+        if return_attn_probs and dropout_p > 0:
+            raise FlashAttnError(FA_ERROR_UNSUPPORTED, "return_attn_probs with dropout_p > 0 and "
+                                 "attn_bias: S_dmask does not include the bias")
+        bias = None if attn_bias is None else _kernels.bias_view(attn_bias)
+        grads = (q.requires_grad or k.requires_grad or v.requires_grad or
+                 (bias is not None and bias.requires_grad))
+        if torch.is_grad_enabled() and grads:
+            out, lse = FlashAttnExtFunc.apply(q, k, v, bias, alibi_slopes, *args, rng,
+                                              bool(deterministic), int(q_shift))
+        else:
+            out, lse = ops.fwd_ext(q, k, v, *args, alibi_slopes, rng, bias, int(q_shift))
+        return (out, lse, None) if return_attn_probs else out
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         out, lse = FlashAttnFunc.apply(q, k, v, alibi_slopes, *args, rng, bool(deterministic))
     else:  # inference: skip autograd's bookkeeping (part of the overhead budget)
@@ -99,47 +149,48 @@ def _split(packed, dim, count, name, layout):
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False,
-                    return_attn_probs=False):
+                    return_attn_probs=False, *, attn_bias=None):
     """Attention over q (batch, seqlen_q, nheads, headdim), k/v (batch, seqlen_k, nheads_k,
     headdim). causal and window_size=(left, right) are bottom-right aligned (query i sits at key
     position i + seqlen_k - seqlen_q; -1 = unbounded). alibi_slopes: fp32 (nheads,) or
-    (batch, nheads). Returns out, or (out, softmax_lse, None) with return_attn_probs."""
+    (batch, nheads). attn_bias: see the module's docstring. Returns out, or
+    (out, softmax_lse, None) with return_attn_probs."""
     return _attention(q, k, v, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
-                      softcap, alibi_slopes, deterministic, return_attn_probs)
+                      softcap, alibi_slopes, deterministic, return_attn_probs, attn_bias)
 
 
 def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False,
                               window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                              deterministic=False, return_attn_probs=False):
+                              deterministic=False, return_attn_probs=False, *, attn_bias=None):
     """flash_attn_func with qkv (batch, seqlen, 3, nheads, headdim); the gradient comes back
     into qkv."""
     q, k, v = _split(qkv, 2, 3, "qkv", "(batch, seqlen, 3, nheads, headdim)")
     return _attention(q, k, v, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
-                      softcap, alibi_slopes, deterministic, return_attn_probs)
+                      softcap, alibi_slopes, deterministic, return_attn_probs, attn_bias)
 
 
 def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False,
                              window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                             deterministic=False, return_attn_probs=False):
+                             deterministic=False, return_attn_probs=False, *, attn_bias=None):
     """flash_attn_func with kv (batch, seqlen_k, 2, nheads_k, headdim)."""
     k, v = _split(kv, 2, 2, "kv", "(batch, seqlen_k, 2, nheads_k, headdim)")
     return _attention(q, k, v, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
-                      softcap, alibi_slopes, deterministic, return_attn_probs)
+                      softcap, alibi_slopes, deterministic, return_attn_probs, attn_bias)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                            dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                            softcap=0.0, alibi_slopes=None, deterministic=False,
-                           return_attn_probs=False, block_table=None):
+                           return_attn_probs=False, block_table=None, *, attn_bias=None):
     """Packed variable-length batch: q (total_q, nheads, headdim), k/v (total_k, nheads_k,
     headdim), cu_seqlens_q/k int32 (batch + 1,) prefix sums. With block_table (batch,
     max_num_blocks) int32, k/v are a paged cache (num_blocks, page_block_size, nheads_k, headdim)
     and sequence b's keys are the first cu_seqlens_k[b + 1] - cu_seqlens_k[b] rows of its pages
-    (chunked prefill; forward only, no dropout)."""
+    (chunked prefill; forward only, no dropout or attn_bias)."""
     if block_table is not None:
-        if dropout_p > 0:
-            raise FlashAttnError(FA_ERROR_UNSUPPORTED, "block_table with dropout_p > 0 is not "
-                                 "supported (a paged cache is an inference path)")
+        if dropout_p > 0 or attn_bias is not None:
+            raise FlashAttnError(FA_ERROR_UNSUPPORTED, "block_table with dropout_p > 0 or attn_bias "
+                                 "is not supported (a paged cache is an inference path)")
         if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
             raise FlashAttnError(FA_ERROR_UNSUPPORTED, "block_table is forward-only: no gradient "
                                  "flows into a paged cache (call under torch.no_grad())")
@@ -150,29 +201,30 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         return (out, lse, None) if return_attn_probs else out
     return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
                       dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
-                      deterministic, return_attn_probs)
+                      deterministic, return_attn_probs, attn_bias)
 
 
 def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,
                                      softmax_scale=None, causal=False, window_size=(-1, -1),
                                      softcap=0.0, alibi_slopes=None, deterministic=False,
-                                     return_attn_probs=False):
+                                     return_attn_probs=False, *, attn_bias=None):
     """Varlen with qkv (total, 3, nheads, headdim); one cu_seqlens for queries and keys."""
     q, k, v = _split(qkv, 1, 3, "qkv", "(total, 3, nheads, headdim)")
     return _attention(q, k, v, cu_seqlens, cu_seqlens, int(max_seqlen), int(max_seqlen),
                       dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
-                      deterministic, return_attn_probs)
+                      deterministic, return_attn_probs, attn_bias)
 
 
 def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                     max_seqlen_k, dropout_p=0.0, softmax_scale=None, causal=False,
                                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
-                                    deterministic=False, return_attn_probs=False):
+                                    deterministic=False, return_attn_probs=False, *,
+                                    attn_bias=None):
     """Varlen with kv (total_k, 2, nheads_k, headdim)."""
     k, v = _split(kv, 1, 2, "kv", "(total_k, 2, nheads_k, headdim)")
     return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
                       dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
-                      deterministic, return_attn_probs)
+                      deterministic, return_attn_probs, attn_bias)
 
 
 def kernel_family(q, k, v, *, backward=False, cu_seqlens_q=None, cu_seqlens_k=None,

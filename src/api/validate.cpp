@@ -23,6 +23,8 @@ const char* dtype_name(int32_t t) {
     case FA_DTYPE_BF16: return "bf16";
     case FA_DTYPE_FP8_E4M3: return "fp8_e4m3";
     case FA_DTYPE_INT32: return "int32";
+    case FA_DTYPE_BOOL: return "bool";
+    case FA_DTYPE_INT8: return "int8";
     default: return "unknown";
   }
 }
@@ -44,6 +46,8 @@ int64_t elem_bytes(int32_t t) {
     case FA_DTYPE_BF16: return 2;
     case FA_DTYPE_FP8_E4M3: return 1;
     case FA_DTYPE_INT32: return 4;
+    case FA_DTYPE_BOOL: return 1;
+    case FA_DTYPE_INT8: return 1;
     default: return 1;
   }
 }
@@ -516,6 +520,103 @@ void check_kv_cache(const fa_params* p, Params& r) {
   }
 }
 
+// ---- attn_bias and dbias (0.4) -------------------------------------------------------------------
+
+// attn_bias: rank 4, each dimension 1 or the call's (batch, heads_q, seqlen_q, seqlen_k), where a
+// packed batch's query and key dimensions may be any size >= its longest sequences; any
+// non-negative strides. Sets r.bias (strides 0 on dimensions of size 1).
+void check_attn_bias(const fa_params* p, Params& r, bool packed, const char* kv_cache) {
+  const fa_tensor& t = p->attn_bias;
+  if (t.data == nullptr) return;
+  if (kv_cache)
+    fail(FA_ERROR_UNSUPPORTED, "attn_bias with ", kv_cache, " is not supported yet: an attention "
+         "bias takes q, k and v without a KV cache");
+  if (t.rank != 4)
+    fail(FA_ERROR_RANK, "attn_bias.rank=", t.rank, " must be 4: (batch, heads_q, seqlen_q, "
+         "seqlen_k), each dimension that size or 1");
+  Params::Bias::Kind kind = Params::Bias::Kind::None;
+  switch (t.dtype) {
+    case FA_DTYPE_FP32: kind = Params::Bias::Kind::F32; break;
+    case FA_DTYPE_FP16: kind = Params::Bias::Kind::F16; break;
+    case FA_DTYPE_BF16: kind = Params::Bias::Kind::BF16; break;
+    case FA_DTYPE_BOOL:
+    case FA_DTYPE_INT8: kind = Params::Bias::Kind::Mask; break;
+    default:
+      fail(FA_ERROR_DTYPE, "attn_bias.dtype=", dtype_name(t.dtype), " (", t.dtype,
+           ") must be fp32, fp16 or bf16 (an additive bias) or bool or int8 (a mask)");
+  }
+  check_tensor(t, "attn_bias", 4, false);
+  check_device(t, "attn_bias", p->q.device);
+  check_alignment(t, "attn_bias", elem_bytes(t.dtype));
+  const int64_t full[4] = {r.batch, r.heads_q, r.seqlen_q, r.seqlen_k};
+  const char* what[4] = {"q.shape[0] (batch)", "q.shape[2] (heads_q)", "q.shape[1] (seqlen_q)",
+                         "k.shape[1] (seqlen_k)"};
+  if (packed) {
+    what[0] = "cu_seqlens_q.shape[0] - 1 (batch)";
+    what[1] = "q.shape[1] (heads_q)";
+  }
+  for (int i = 0; i < 4; ++i) {
+    if (t.shape[i] == 1 || t.shape[i] == full[i]) continue;
+    if (packed && i >= 2) {
+      if (t.shape[i] > full[i]) continue;  // rows / columns past a sequence are never read
+      fail(FA_ERROR_SHAPE, "attn_bias.shape[", i, "]=", t.shape[i], " must be 1 or >= ",
+           full[i], ", the longest sequence of ", i == 2 ? "cu_seqlens_q" : "cu_seqlens_k",
+           " (a packed batch's bias is indexed from each sequence's first ",
+           i == 2 ? "query" : "key", "; attn_bias ", shape_str(t), ")");
+    }
+    fail(FA_ERROR_SHAPE, "attn_bias.shape[", i, "]=", t.shape[i], " must be 1 or ", what[i], "=",
+         full[i], " (attn_bias ", shape_str(t), " broadcasts to (batch, heads_q, seqlen_q, "
+         "seqlen_k))");
+  }
+  Params::Bias& bias = r.bias;
+  bias.kind = kind;
+  bias.data = t.data;
+  int64_t* strides[4] = {&bias.stride_b, &bias.stride_h, &bias.stride_q, &bias.stride_k};
+  for (int i = 0; i < 4; ++i) *strides[i] = t.shape[i] == 1 ? 0 : t.stride[i];
+}
+
+// dbias (backward): attn_bias's shape, fp32 or its dtype, strides that give every element its
+// own memory (it is written), attn_bias an fp32 / fp16 / bf16 bias.
+void check_dbias(const fa_params* p, Params& r) {
+  const fa_tensor& g = p->dbias;
+  if (g.data == nullptr) return;
+  const fa_tensor& t = p->attn_bias;
+  if (t.data == nullptr)
+    fail(FA_ERROR_NULL_POINTER, "attn_bias.data is NULL while dbias is given: dbias is the "
+         "gradient of attn_bias");
+  if (r.bias.kind == Params::Bias::Kind::Mask)
+    fail(FA_ERROR_DTYPE, "dbias is given but attn_bias.dtype=", dtype_name(t.dtype),
+         " is a mask, which has no gradient (dbias needs an fp32, fp16 or bf16 attn_bias)");
+  check_tensor(g, "dbias", 4, false);
+  if (g.dtype != FA_DTYPE_FP32 && g.dtype != t.dtype)
+    fail(FA_ERROR_DTYPE, "dbias.dtype=", dtype_name(g.dtype), " must be fp32 or attn_bias.dtype=",
+         dtype_name(t.dtype));
+  check_same_shape(g, "dbias", t, "attn_bias");
+  check_device(g, "dbias", p->q.device);
+  check_alignment(g, "dbias", elem_bytes(g.dtype));
+  // Every element its own memory: ordered by stride, each dimension (of size > 1) steps past the
+  // whole extent of the smaller ones.
+  int order[4] = {0, 1, 2, 3};
+  std::sort(order, order + 4, [&](int a, int b) { return g.stride[a] < g.stride[b]; });
+  int64_t extent = 1;  // elements spanned by the dimensions so far (overflow: check_tensor)
+  for (int k = 0; k < 4; ++k) {
+    const int i = order[k];
+    if (g.shape[i] == 1) continue;
+    if (g.stride[i] < extent)
+      fail(FA_ERROR_STRIDE, "dbias.stride[", i, "]=", g.stride[i], " makes elements overlap "
+           "(dbias shape ", shape_str(g), ", strides ", stride_str(g), "): dbias is written, "
+           "every element needs its own memory");
+    extent = g.stride[i] * (g.shape[i] - 1) + extent;
+  }
+  Params::Bias& bias = r.bias;
+  bias.grad = g.data;
+  bias.grad_dtype = to_internal(g.dtype);
+  for (int i = 0; i < 4; ++i) {
+    bias.grad_shape[i] = g.shape[i];
+    bias.grad_stride[i] = g.stride[i];
+  }
+}
+
 Params validate_common(const fa_params* caller, bool backward) {
   if (caller == nullptr) fail(FA_ERROR_NULL_POINTER, "params is NULL");
   // Never a byte past the caller's struct_size: an older layout is read into the current one.
@@ -557,6 +658,7 @@ Params validate_common(const fa_params* caller, bool backward) {
   }
   check_alignment(p->q, "q", dtype_size(to_internal(p->q.dtype)));
   check_cpu_only_features(*p, backward);
+  check_bias_cpu_only(*p, backward);
   const char* kv_cache = kv_cache_feature(*p);
   if (kv_cache && backward)
     fail(FA_ERROR_UNSUPPORTED, kv_cache,
@@ -742,6 +844,7 @@ Params validate_common(const fa_params* caller, bool backward) {
   r.seed = p->seed;
   r.offset = p->offset;
   r.deterministic = p->deterministic != 0;
+  check_attn_bias(p, r, packed, kv_cache);
   return r;
 }
 
@@ -765,6 +868,17 @@ void check_cpu_only_features(const fa_params& p, bool backward) {
       fail(FA_ERROR_UNSUPPORTED, name, ".dtype=", dtype_name(t->dtype), " with q.dtype=",
            dtype_name(p.q.dtype), " is supported on the CPU backend only in this build");
   }
+}
+
+// attn_bias and dbias (0.4) are the CPU backends' in this build; the CUDA kernels read neither.
+void check_bias_cpu_only(const fa_params& p, bool backward) {
+  if (p.q.device.type == FA_DEVICE_CPU) return;
+  if (p.attn_bias.data != nullptr)
+    fail(FA_ERROR_UNSUPPORTED, "attn_bias (an attention bias or mask) is supported on the CPU "
+         "backend only in this build");
+  if (backward && p.dbias.data != nullptr)
+    fail(FA_ERROR_UNSUPPORTED, "dbias (the gradient of attn_bias) is supported on the CPU backend "
+         "only in this build");
 }
 
 Params validate_forward(const fa_params* p) { return validate_common(p, false); }
@@ -835,6 +949,7 @@ Params validate_backward(const fa_params* caller) {
   r.dq = make_view(p->dq, packed);
   r.dk = make_view(p->dk, packed);
   r.dv = make_view(p->dv, packed);
+  check_dbias(p, r);
   return r;
 }
 

@@ -229,6 +229,30 @@ struct Params {
     if (block_table == nullptr) return kv.at<T>(cache_row(b), t, h);
     return kv.at<T>(block_table[b * block_table_stride + t / page_size], t % page_size, h);
   }
+
+  // ---- Since 0.4 (fa_params::attn_bias, dbias; the CPU backends read them, validation refuses
+  // them for CUDA tensors). Not with a KV cache, so a sequence's keys are its k rows from
+  // seq(b).k_start on: key j of Sequence sq is column j + sq.k_start - seq(b).k_start of the bias
+  // (a split part's keys start inside the sequence).
+  struct Bias {
+    enum class Kind : int { None, F32, F16, BF16, Mask };  // Mask: 1 byte, 0 = not seen
+    Kind kind = Kind::None;
+    // Element (b, h, i, j) of query row i and key j (both from the sequence's start) at
+    // data + b stride_b + h stride_h + i stride_q + j stride_k (elements; 0 on broadcast
+    // dimensions).
+    const void* data = nullptr;
+    int64_t stride_b = 0, stride_h = 0, stride_q = 0, stride_k = 0;
+    // Backward: d loss / d bias into grad, (shape[0..3]) each 1 (summed over) or the full size,
+    // grad_stride in elements; nullptr: not wanted.
+    void* grad = nullptr;
+    DType grad_dtype = DType::F32;
+    int64_t grad_shape[4] = {0, 0, 0, 0};
+    int64_t grad_stride[4] = {0, 0, 0, 0};
+
+    FA_HOST_DEVICE int64_t offset(int64_t b, int64_t h, int64_t i, int64_t j) const {
+      return b * stride_b + h * stride_h + i * stride_q + j * stride_k;
+    }
+  } bias;
 };
 
 }  // namespace fa
