@@ -11,7 +11,8 @@
 // - the reference's dbias against central finite differences of its own forward (fp64), and the
 //   flash dbias against it (the grid);
 // - dbias is deterministic across thread counts, costs nothing when not asked, and split-KV
-//   forwards take the bias;
+//   forwards take the bias; tiles a mask hides entirely (skipped) give the results of computing
+//   them; fa::Options carries both fields;
 // - CUDA tensors refuse both fields by name (the other refusals: test_validation.cpp's
 //   catalogue).
 #include <gtest/gtest.h>
@@ -415,6 +416,92 @@ TEST(BiasSplits, SplitForwardMatchesUnsplit) {
     const Dense got = outputs(pr, false);
     expect_rule("out", got.out, ref.out, naive.out, 2, 1e-5);
     expect_rule("lse", got.lse, ref.lse, naive.lse, 2, 1e-5);
+  }
+}
+
+// ---- tiles a mask hides ------------------------------------------------------------------------
+
+// A document mask (block diagonal, documents of 90 tokens) over a key-padded batch: most 128 x 64
+// forward tiles and 64 x 64 backward tiles are hidden entirely, which the flash kernels skip. The
+// results match the reference by the rule, and the forward's are the bytes of the same call with
+// the mask as an fp32 bias of 0 / -inf (whose tiles are computed, not skipped).
+TEST(BiasMaskTiles, HiddenTilesSkippedWithTheSameResults) {
+  Case c;
+  c.batch = 2;
+  c.heads_q = 2;
+  c.heads_kv = 1;
+  c.seqlen_q = 300;
+  c.seqlen_k = 290;
+  c.head_dim = 32;
+  c.bias_dtype = FA_DTYPE_BOOL;
+  c.bias_full[1] = false;  // (batch, 1, s_q, s_k)
+  Case f = c;
+  f.bias_dtype = FA_DTYPE_FP32;
+  Problem masked(c), biased(f);
+  int64_t hidden = 0;
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t i = 0; i < c.seqlen_q; ++i)
+      for (int64_t j = 0; j < c.seqlen_k; ++j) {
+        const bool seen = i / 90 == j / 90 && (b == 0 || j < 150);
+        const int64_t e = (b * c.seqlen_q + i) * c.seqlen_k + j;
+        masked.bias.set(e, seen ? 1 : 0);
+        biased.bias.set(e, seen ? 0.0 : -HUGE_VAL);
+        hidden += !seen;
+      }
+  ASSERT_GT(hidden, c.batch * c.seqlen_q * c.seqlen_k / 2);
+  const Dense ref = reference(masked, false, true), naive = reference(masked, true, true);
+  for (Problem* pr : {&masked, &biased}) {
+    run_forward(*pr, FA_BACKEND_FLASH);
+    run_backward(*pr, FA_BACKEND_FLASH);
+  }
+  const Dense got = outputs(masked, true), twin = outputs(biased, true);
+  expect_rule("out", got.out, ref.out, naive.out, 2, 1e-5);
+  expect_rule("lse", got.lse, ref.lse, naive.lse, 2, 1e-5);
+  expect_rule("dq", got.dq, ref.dq, naive.dq, 3, 1e-4);
+  expect_rule("dk", got.dk, ref.dk, naive.dk, 3, 1e-4);
+  expect_rule("dv", got.dv, ref.dv, naive.dv, 3, 1e-4);
+  EXPECT_TRUE(masked.out.bytes_equal(biased.out));
+  EXPECT_TRUE(masked.lse.bytes_equal(biased.lse));
+  EXPECT_LE(max_abs_diff(got.dq, twin.dq), 1e-6);
+  EXPECT_LE(max_abs_diff(got.dk, twin.dk), 1e-6);
+  EXPECT_LE(max_abs_diff(got.dv, twin.dv), 1e-6);
+}
+
+// ---- the C++ API -------------------------------------------------------------------------------
+
+// fa::Options carries attn_bias and dbias into fa_params: fa::forward / fa::backward give the bytes
+// of the same call made through fa_params directly.
+TEST(BiasCppApi, OptionsCarryTheBias) {
+  Case c = small_case();
+  c.bias_dtype = FA_DTYPE_FP16;
+  c.bias_full[0] = false;
+  c.dbias = true;
+  c.causal = true;
+  Problem direct(c), wrapped(c);
+  run_forward(direct, FA_BACKEND_AUTO);
+  run_backward(direct, FA_BACKEND_AUTO);
+  fa::Options o;
+  o.causal = true;
+  o.attn_bias = wrapped.bias.view();
+  o.dbias = wrapped.dbias.view();
+  fa::forward(wrapped.q.view(), wrapped.k.view(), wrapped.v.view(), wrapped.out.view(),
+              wrapped.lse.view(), o);
+  fa::backward(wrapped.q.view(), wrapped.k.view(), wrapped.v.view(), wrapped.out.view(),
+               wrapped.lse.view(), wrapped.dout.view(), wrapped.dq.view(), wrapped.dk.view(),
+               wrapped.dv.view(), o);
+  for (auto [a, b] : {std::pair{&direct.out, &wrapped.out}, std::pair{&direct.lse, &wrapped.lse},
+                      std::pair{&direct.dq, &wrapped.dq}, std::pair{&direct.dbias, &wrapped.dbias}})
+    EXPECT_TRUE(a->bytes_equal(*b));
+  // And a refusal comes back as fa::Error naming the field.
+  o.dbias.raw.shape[2] = 1;
+  try {
+    fa::backward(wrapped.q.view(), wrapped.k.view(), wrapped.v.view(), wrapped.out.view(),
+                 wrapped.lse.view(), wrapped.dout.view(), wrapped.dq.view(), wrapped.dk.view(),
+                 wrapped.dv.view(), o);
+    ADD_FAILURE() << "not refused";
+  } catch (const fa::Error& e) {
+    EXPECT_EQ(e.status(), FA_ERROR_SHAPE);
+    EXPECT_NE(std::string(e.what()).find("dbias.shape[2]=1"), std::string::npos) << e.what();
   }
 }
 

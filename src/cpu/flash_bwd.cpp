@@ -132,6 +132,8 @@ void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink
     for (int64_t m0 = row_begin / kBlockM * kBlockM; m0 < m_end; m0 += kBlockM) {
       const int64_t rows = std::min(kBlockM, sq.len_q - m0);
       const int64_t rows_pad = pad_rows(rows);
+      // A tile a mask hides entirely has P = 0: it adds nothing to dQ, dK, dV or dbias.
+      if (biased && mask_hides_tile(p.bias, b, h, m0, rows, bias_key0 + n0, cols)) continue;
       load_tile<T>(p.q, b, sq.q_start + m0, rows, rows_pad, h, d, p.softmax_scale, w.q, dp);
       load_tile_as(p.dout, b, sq.q_start + m0, rows, rows_pad, h, d, 1.f, w.dout, dp);
       for (int64_t r = 0; r < rows_pad; ++r)

@@ -62,6 +62,8 @@ void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t 
   const int64_t key_end = vis.key_end(row0 + rows, sq.len_k);
   for (int64_t n0 = key_begin / kBlockN * kBlockN; n0 < key_end; n0 += kBlockN) {
     const int64_t cols = std::min(kBlockN, sq.len_k - n0);
+    // A tile a mask hides entirely leaves m, l and O as they are: skip it.
+    if (biased && mask_hides_tile(p.bias, b, h, row0, rows, bias_key0 + n0, cols)) continue;
     // Dense or paged: key rows through Params::key_row.
     load_rows_t<T>(KeyRows<T>{p, p.k, b, sq.k_start + n0, hk}, cols, kBlockN, d, dp, w.kt, kBlockN);
     load_rows<T>(KeyRows<T>{p, p.v, b, sq.k_start + n0, hk}, cols, kBlockN, d, 1.f, w.v, dp);

@@ -280,6 +280,22 @@ inline void store_rows_as(const View& v, int64_t b, int64_t row0, int64_t rows, 
   }
 }
 
+// True when attn_bias is a mask whose every element of query rows [i0, i0 + rows) and keys
+// [j0, j0 + cols) of (b, h) is 0: the tile adds nothing and the kernels skip it (stops at the
+// first element that is seen).
+inline bool mask_hides_tile(const Params::Bias& bias, int64_t b, int64_t h, int64_t i0,
+                            int64_t rows, int64_t j0, int64_t cols) {
+  if (bias.kind != Params::Bias::Kind::Mask) return false;
+  for (int64_t r = 0; r < rows; ++r) {
+    const unsigned char* x =
+        static_cast<const unsigned char*>(bias.data) + bias.offset(b, h, i0 + r, j0);
+    for (int64_t j = 0; j < cols; ++j)
+      if (x[j * bias.stride_k] != 0) return false;
+    if (bias.stride_q == 0) break;  // every row is this one
+  }
+  return true;
+}
+
 // s (rows x cols of a tile, leading dimension ld) += the attn_bias of query rows
 // [i0, i0 + rows) and keys [j0, j0 + cols) of (b, h), both counted from the sequence's start; a
 // mask's 0 sets -inf (the key is not seen).
