@@ -34,6 +34,7 @@ static void abi_fill(float* x, int n, uint32_t seed) {
 /* 0 on success; else prints the library's message and returns 1. */
 int abi_run_v0_1(abi_results* r);
 int abi_run_v0_2(abi_results* r);
+int abi_run_v0_3(abi_results* r);
 int abi_run_current(abi_results* r);
 
 #endif
