@@ -75,9 +75,10 @@ CASES = [
     ("max-seqlen-k-2e63", lambda: flashattn.flash_attn_varlen_func(
         r(6, 2, 16), r(6, 2, 16), r(6, 2, 16), i32(0, 6), i32(0, 6), 6, 1 << 63),
      "FA_ERROR_SIZE", r"max_seqlen_k=9223372036854775808"),
-    ("block-table", lambda: flashattn.flash_attn_varlen_func(
+    # block_table makes k, v a paged cache (num_blocks, page_block_size, nheads_k, headdim)
+    ("block-table-dense-k", lambda: flashattn.flash_attn_varlen_func(
         r(6, 2, 16), r(6, 2, 16), r(6, 2, 16), i32(0, 6), i32(0, 6), 6, 6, block_table=i32(0)),
-     "FA_ERROR_UNSUPPORTED", r"block_table"),
+     "FA_ERROR_RANK", r"k\.rank=3 must be 4"),
 ]
 
 
