@@ -42,7 +42,7 @@ if [ $rc -ne 0 ]; then tail -40 "$out/build.log"; exit 1; fi
 # (their logs concatenated into gpu-tests.log; rc is the worst shard's).
 t0=$(date +%s)
 shards=${FA_GPU_CHECK_SHARDS:-4}
-gpu_filter='Grid/Gpu*:GpuKvFamilyDispatch*:*VanillaGpu*:GpuBackward*:GpuForwardLse*:GpuNegativeScale*:Shapes/GpuWgmma*:Grid/GpuSm90*:GpuSm90Fallback*:HeadDims/GpuDropout*:HeadDims/GpuDeterministic*:HeadDims/GpuBwdTail*:Arrays/GpuHostile*:GpuHostile*'
+gpu_filter='Grid/Gpu*:Paged/GpuKv*:GpuKvFamilyDispatch*:GpuHeadDimPadRefusal*:*VanillaGpu*:GpuBackward*:GpuForwardLse*:GpuNegativeScale*:Shapes/GpuWgmma*:Grid/GpuSm90*:GpuSm90Fallback*:HeadDims/GpuDropout*:HeadDims/GpuDeterministic*:HeadDims/GpuBwdTail*:Arrays/GpuHostile*:GpuHostile*'
 pids=()
 for ((i = 0; i < shards; ++i)); do
   GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i ./build-gpu/tests/fa_tests \
