@@ -10,6 +10,7 @@
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -151,6 +152,80 @@ std::vector<Case> paged_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Paged, GpuKvFamily, ::testing::ValuesIn(paged_cases()), CaseTestName{});
+
+// Hostile index arrays of a KV-cache call (device memory the host does not read): with
+// check_inputs they are refused as the CPU refuses them, naming the entry, before anything is
+// written; without it the call runs (the kernels clamp every value into the cache), its results
+// are finite and it stays inside every buffer (gpu-check.sh runs these under memcheck).
+struct KvHostile {
+  const char* name;
+  std::vector<int32_t> seqlens;  // 3 entries; empty: keep the valid ones
+  std::vector<int32_t> table;    // 3 x 44 entries past the first: -5, huge, ...; empty: keep
+  const char* refusal;           // check_inputs' message fragment
+};
+
+TEST(GpuKvHostile, CheckedRefusedUncheckedClamped) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+  Case c;
+  c.dtype = FA_DTYPE_BF16;
+  c.batch = 3;
+  c.heads_q = 8;
+  c.heads_kv = 2;
+  c.head_dim = 128;
+  c.seqlen_q = 2;
+  c.seqlen_k = 700;
+  c.page_size = 16;  // 44 pages an entry
+  c.cache_lens = {700, 5, 300};
+  c.seed = 2626;
+  const std::vector<KvHostile> cases = {
+      {"seqlens_past_capacity", {700, 100000, 3}, {}, "cache_seqlens[1]=100000 must be in [0, 704]"},
+      {"seqlens_negative", {-9, 5, 300}, {}, "cache_seqlens[0]=-9 must be in"},
+      {"table_negative", {}, {-5}, "block_table[0][0]=-5 is not a block of k"},
+      {"table_huge", {}, {1 << 30}, "block_table[0][0]=1073741824 is not a block of k"},
+  };
+  for (const KvHostile& h : cases) {
+    SCOPED_TRACE(h.name);
+    Problem pr(c);
+    for (const int checked : {1, 0}) {
+      DeviceProblem dev(pr, FA_BACKEND_AUTO);
+      if (!h.seqlens.empty())
+        ASSERT_EQ(cudaMemcpy(dev.p.cache_seqlens.data, h.seqlens.data(), 3 * 4,
+                             cudaMemcpyHostToDevice), cudaSuccess);
+      if (!h.table.empty()) {
+        std::vector<int32_t> table(static_cast<size_t>(pr.block_table.numel()));
+        for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(pr.block_table.get(int64_t(i)));
+        table[0] = h.table[0];
+        ASSERT_EQ(cudaMemcpy(dev.p.block_table.data, table.data(), table.size() * 4,
+                             cudaMemcpyHostToDevice), cudaSuccess);
+      }
+      dev.p.check_inputs = checked;
+      size_t bytes = 0;
+      ASSERT_EQ(fa_forward_workspace_size(&dev.p, &bytes), FA_OK) << fa_last_error();
+      void* ws = nullptr;
+      if (bytes) ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
+      const fa_status st = fa_forward(&dev.p, ws, bytes, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      cudaFree(ws);
+      dev.out.copy_to(pr.out);
+      if (checked) {
+        EXPECT_EQ(st, FA_ERROR_CU_SEQLENS) << fa_last_error();
+        EXPECT_NE(std::string(fa_last_error()).find(h.refusal), std::string::npos)
+            << fa_last_error();
+        bool poisoned = true;  // DeviceProblem poisons out with 0xFF: NaN
+        for (int64_t i = 0; i < pr.out.numel(); ++i) poisoned &= std::isnan(pr.out.get(i));
+        EXPECT_TRUE(poisoned) << "a refused call wrote out";
+      } else {
+        EXPECT_EQ(st, FA_OK) << fa_last_error();
+        // Clamped reads land on cached keys or zero-filled rows: no NaN from the spare blocks
+        // unless a clamped table entry names one (block 0 or the last, both real here or spare).
+        int64_t finite = 0;
+        for (int64_t i = 0; i < pr.out.numel(); ++i) finite += std::isfinite(pr.out.get(i));
+        EXPECT_GT(finite, 0);
+      }
+    }
+  }
+}
 
 // Which family takes what: by default plain calls stay with the flash families and a split call
 // goes to cuda-kvcache; dropout never does (the family refuses it, and the others refuse the
