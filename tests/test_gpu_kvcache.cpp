@@ -189,9 +189,10 @@ TEST(GpuKvHostile, CheckedRefusedUncheckedClamped) {
     Problem pr(c);
     for (const int checked : {1, 0}) {
       DeviceProblem dev(pr, FA_BACKEND_AUTO);
-      if (!h.seqlens.empty())
+      if (!h.seqlens.empty()) {
         ASSERT_EQ(cudaMemcpy(dev.p.cache_seqlens.data, h.seqlens.data(), 3 * 4,
                              cudaMemcpyHostToDevice), cudaSuccess);
+      }
       if (!h.table.empty()) {
         std::vector<int32_t> table(static_cast<size_t>(pr.block_table.numel()));
         for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(pr.block_table.get(int64_t(i)));
@@ -203,7 +204,9 @@ TEST(GpuKvHostile, CheckedRefusedUncheckedClamped) {
       size_t bytes = 0;
       ASSERT_EQ(fa_forward_workspace_size(&dev.p, &bytes), FA_OK) << fa_last_error();
       void* ws = nullptr;
-      if (bytes) ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
+      if (bytes) {
+        ASSERT_EQ(cudaMalloc(&ws, bytes), cudaSuccess);
+      }
       const fa_status st = fa_forward(&dev.p, ws, bytes, nullptr);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       cudaFree(ws);
