@@ -426,9 +426,6 @@ int64_t check_kv_values(const fa_params* p, const Params& r, const KvArrays& a) 
   return longest;
 }
 
-// The KV cache (block_table, cache_seqlens, cache_batch_idx, cache_leftpad, k_new / v_new,
-// rotary) of a fixed-length batch: shapes, and on the CPU the values. Sets r's cache fields and
-// seqlen_k (the most keys a batch entry attends to).
 // block_table: int32 (batch, max_blocks) over k, v of (num_blocks, page_size, heads_kv, d). Sets
 // r's table fields and returns the capacity, max_blocks * page_size keys an entry.
 int64_t check_block_table(const fa_params* p, Params& r, const char* batch_name) {
@@ -449,10 +446,6 @@ int64_t check_block_table(const fa_params* p, Params& r, const char* batch_name)
       .value("the paged cache's capacity block_table.shape[1] * k.shape[1]");
 }
 
-// A packed batch over a paged cache (flash_attn_varlen_func's block_table): sequence b's keys are
-// the first cu_seqlens_k[b + 1] - cu_seqlens_k[b] rows of its pages. Sets r's table fields, the
-// capacity and seqlen_k (at most the capacity); on the CPU every sequence must fit its pages and
-// name blocks of k. cu_seqlens_k is checked as usual (r.total_k: its last entry).
 // The values: cu (cu_seqlens_k, already checked as prefix sums) and table (the block table's
 // rows block_table_stride apart) in host memory.
 void check_paged_packed_values(const Params& r, const int32_t* cu, const int32_t* table) {
@@ -471,6 +464,10 @@ void check_paged_packed_values(const Params& r, const int32_t* cu, const int32_t
   }
 }
 
+// A packed batch over a paged cache (flash_attn_varlen_func's block_table): sequence b's keys are
+// the first cu_seqlens_k[b + 1] - cu_seqlens_k[b] rows of its pages. Sets r's table fields, the
+// capacity and seqlen_k (at most the capacity); on the CPU every sequence must fit its pages and
+// name blocks of k. cu_seqlens_k is checked as usual (r.total_k: its last entry).
 void check_paged_packed(const fa_params* p, Params& r) {
   r.cache_capacity = check_block_table(p, r, "cu_seqlens_q.shape[0] - 1");
   r.cache_rows = p->k.shape[0];
@@ -490,6 +487,9 @@ int64_t paged_packed_total_k(const fa_params* p, int64_t batch) {
   return last < 0 ? 0 : last;
 }
 
+// The KV cache (block_table, cache_seqlens, cache_batch_idx, cache_leftpad, k_new / v_new,
+// rotary) of a fixed-length batch: shapes, and on the CPU the values. Sets r's cache fields and
+// seqlen_k (the most keys a batch entry attends to).
 void check_kv_cache(const fa_params* p, Params& r) {
   const bool paged = p->block_table.data != nullptr, cached = p->cache_seqlens.data != nullptr;
   const fa_device dev = p->q.device;
