@@ -125,6 +125,14 @@ struct DeviceProblem {
   }
 };
 
+// The kernel family the registry gives p under tuning (internal::select_kernel), or the
+// library's refusal when none takes it.
+inline std::string family_of(const fa_params& p, Pass pass, const Tuning& tuning) {
+  const char* name = nullptr;
+  if (internal::select_kernel(&p, pass, tuning, &name) != FA_OK) return fa_last_error();
+  return name;
+}
+
 // True, with the library's message in *why, when it has no CUDA backward kernel for p: a build
 // without them (FA_ERROR_BACKEND) or a kernel needing more shared memory than the GPU gives a
 // block (FA_ERROR_UNSUPPORTED). Tests skip then; any other failed query fails run_pass.

@@ -22,10 +22,7 @@ namespace {
 #ifdef FA_TEST_CUDA
 
 std::string family(const fa_params& p, bool backward) {
-  const char* name = nullptr;
-  if (internal::select_kernel(&p, backward ? Pass::Backward : Pass::Forward, Tuning{}, &name) != FA_OK)
-    return fa_last_error();
-  return name;
+  return family_of(p, backward ? Pass::Backward : Pass::Forward, Tuning{});
 }
 
 std::vector<Case> pad_cases() {

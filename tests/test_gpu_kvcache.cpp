@@ -31,11 +31,7 @@ Tuning kvcache_everywhere() {
   return t;
 }
 
-std::string family(const fa_params& p, const Tuning& t) {
-  const char* name = nullptr;
-  if (internal::select_kernel(&p, Pass::Forward, t, &name) != FA_OK) return fa_last_error();
-  return name;
-}
+std::string family(const fa_params& p, const Tuning& t) { return family_of(p, Pass::Forward, t); }
 
 std::vector<Case> plain_cases() {
   std::vector<Case> out;

@@ -31,11 +31,7 @@ Tuning sm90_on() {
   return t;
 }
 
-std::string family(const fa_params& p, const Tuning& t) {
-  const char* name = nullptr;
-  if (internal::select_kernel(&p, Pass::Forward, t, &name) != FA_OK) return fa_last_error();
-  return name;
-}
+std::string family(const fa_params& p, const Tuning& t) { return family_of(p, Pass::Forward, t); }
 
 // Skips unless this machine and build can run cuda-sm90: an sm90 GPU and sm_90a code in the
 // build. Any other refusal of a plain bf16 call is a failure, not a skip (*why says it).

@@ -288,19 +288,15 @@ void run_call(KvProblem& pr, fa_backend backend) {
   ASSERT_EQ(fa_forward(&p, ws.data(), bytes, nullptr), FA_OK) << fa_last_error();
 }
 
-// The whole check of one case on one backend.
-void check_case(const KvCase& c, fa_backend backend) {
-  SCOPED_TRACE(c.name() + (backend == FA_BACKEND_FLASH ? " flash" : " reference"));
-  KvProblem pr(c);
-  HostTensor k_want = copy_of(pr.k_cache), v_want = copy_of(pr.v_cache);
-  expected_caches(pr, k_want, v_want);
-  Problem plain = oracle_problem(pr, k_want, v_want);
-  pr.alibi = plain.alibi;
-  run_call(pr, backend);
+// The checks of a call that ran: both caches as expected byte for byte, out and lse against the
+// oracle's packed problem by FlashAttention's rule (round_p: the GPU kernels' naive baseline,
+// P rounded to the 16-bit type).
+void expect_call_results(const KvProblem& pr, const Problem& plain, const HostTensor& k_want,
+                         const HostTensor& v_want, bool round_p) {
+  const KvCase& c = pr.c;
   EXPECT_TRUE(pr.k_cache.bytes_equal(k_want)) << "k cache after the append";
   EXPECT_TRUE(pr.v_cache.bytes_equal(v_want)) << "v cache after the append";
-
-  const Dense ref = reference(plain, false, false), naive = reference(plain, true, false);
+  const Dense ref = reference(plain, false, false), naive = reference(plain, true, false, round_p);
   std::vector<double> got_out(static_cast<size_t>(pr.out.numel())), got_lse(ref.lse.size());
   for (int64_t i = 0; i < pr.out.numel(); ++i) got_out[size_t(i)] = pr.out.get(i);
   const int64_t total_q = c.batch * c.seqlen_q;
@@ -311,6 +307,18 @@ void check_case(const KvCase& c, fa_backend backend) {
             pr.lse.get((b * c.heads_q + h) * c.seqlen_q + i);
   expect_rule("out", got_out, ref.out, naive.out, 2, 1e-5);
   expect_rule("lse", got_lse, ref.lse, naive.lse, 2, 1e-5);
+}
+
+// The whole check of one case on one backend.
+void check_case(const KvCase& c, fa_backend backend) {
+  SCOPED_TRACE(c.name() + (backend == FA_BACKEND_FLASH ? " flash" : " reference"));
+  KvProblem pr(c);
+  HostTensor k_want = copy_of(pr.k_cache), v_want = copy_of(pr.v_cache);
+  expected_caches(pr, k_want, v_want);
+  Problem plain = oracle_problem(pr, k_want, v_want);
+  pr.alibi = plain.alibi;
+  run_call(pr, backend);
+  expect_call_results(pr, plain, k_want, v_want, false);
 }
 
 // ---- the grid ---------------------------------------------------------------------------------
@@ -541,9 +549,7 @@ void run_call_gpu(KvProblem& pr) {
     p.rotary_sin = mirror(pr.sin, false);
   }
   if (pr.alibi.data()) p.alibi_slopes = mirror(pr.alibi, false);
-  const char* family = nullptr;
-  ASSERT_EQ(internal::select_kernel(&p, Pass::Forward, Tuning{}, &family), FA_OK) << fa_last_error();
-  EXPECT_STREQ(family, "cuda-kvcache");
+  EXPECT_EQ(family_of(p, Pass::Forward, Tuning{}), "cuda-kvcache");
   run_pass(p, false);
   if (::testing::Test::HasFatalFailure()) return;
   out_dev.copy_to(pr.out);
@@ -562,19 +568,7 @@ void check_case_gpu(KvCase c) {
   pr.alibi = plain.alibi;
   run_call_gpu(pr);
   if (::testing::Test::HasFatalFailure()) return;
-  EXPECT_TRUE(pr.k_cache.bytes_equal(k_want)) << "k cache after the append";
-  EXPECT_TRUE(pr.v_cache.bytes_equal(v_want)) << "v cache after the append";
-  const Dense ref = reference(plain, false, false), naive = reference(plain, true, false, true);
-  std::vector<double> got_out(static_cast<size_t>(pr.out.numel())), got_lse(ref.lse.size());
-  for (int64_t i = 0; i < pr.out.numel(); ++i) got_out[size_t(i)] = pr.out.get(i);
-  const int64_t total_q = c.batch * c.seqlen_q;
-  for (int64_t b = 0; b < c.batch; ++b)
-    for (int64_t h = 0; h < c.heads_q; ++h)
-      for (int64_t i = 0; i < c.seqlen_q; ++i)
-        got_lse[size_t(h * total_q + b * c.seqlen_q + i)] =
-            pr.lse.get((b * c.heads_q + h) * c.seqlen_q + i);
-  expect_rule("out", got_out, ref.out, naive.out, 2, 1e-5);
-  expect_rule("lse", got_lse, ref.lse, naive.lse, 2, 1e-5);
+  expect_call_results(pr, plain, k_want, v_want, true);
 }
 
 // The CPU grid, then what a GPU adds: head dims 128 and 256, GQA 32 (two row tiles a query),

@@ -72,3 +72,16 @@ def import_transformers():
     except ImportError:
         sys.path.remove(site)
         return None
+
+
+def transformers_reference_impl(transformers):
+    """The attention implementation transformers runs as the reference: "sdpa" where it runs it
+    (torch >= 2.1.1), else "eager" (Debian's torch 1.13 with transformers 4.49)."""
+    try:
+        cfg = transformers.LlamaConfig(vocab_size=16, hidden_size=16, intermediate_size=16,
+                                       num_hidden_layers=1, num_attention_heads=2,
+                                       attn_implementation="sdpa")
+        model = transformers.LlamaForCausalLM(cfg)
+        return "sdpa" if model.config._attn_implementation == "sdpa" else "eager"
+    except (ImportError, ValueError):  # torch without SDPA
+        return "eager"

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import flashattn
-from conftest import import_transformers
+from conftest import import_transformers, transformers_reference_impl
 
 transformers = import_transformers()
 if transformers is None:
@@ -22,17 +22,6 @@ if transformers is None:
                 allow_module_level=True)
 
 STEPS, PAGE, MAX_LEN = 32, 16, 128
-
-
-def reference_impl():
-    try:
-        cfg = transformers.LlamaConfig(vocab_size=16, hidden_size=16, intermediate_size=16,
-                                       num_hidden_layers=1, num_attention_heads=2,
-                                       attn_implementation="sdpa")
-        model = transformers.LlamaForCausalLM(cfg)
-        return "sdpa" if model.config._attn_implementation == "sdpa" else "eager"
-    except (ImportError, ValueError):  # torch without SDPA
-        return "eager"
 
 
 def make_model(impl):
@@ -115,7 +104,7 @@ def generate_transformers(model, prompt):
 def test_paged_greedy_generation_matches_transformers():
     prompts = [[5, 17, 3, 88, 41, 7, 200], [9, 2, 60, 60, 13, 71, 30, 4, 96, 150, 1, 33, 8]]
     ours = generate_paged(make_model("eager"), prompts)  # attention replaced: impl unused
-    reference = make_model(reference_impl())
+    reference = make_model(transformers_reference_impl(transformers))
     for prompt, tokens in zip(prompts, ours):
         assert len(tokens) == STEPS
         assert tokens == generate_transformers(reference, prompt)

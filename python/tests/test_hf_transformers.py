@@ -17,7 +17,7 @@ tokens are compared.
 import pytest
 import torch
 
-from conftest import CUDA, import_transformers, library_has_cuda
+from conftest import CUDA, import_transformers, library_has_cuda, transformers_reference_impl
 
 transformers = import_transformers()
 if transformers is None:
@@ -30,18 +30,7 @@ IMPL = fa_hf.register()
 VOCAB = 257
 
 
-def _reference_impl():
-    try:
-        cfg = transformers.LlamaConfig(vocab_size=16, hidden_size=16, intermediate_size=16,
-                                       num_hidden_layers=1, num_attention_heads=2,
-                                       attn_implementation="sdpa")
-        model = transformers.LlamaForCausalLM(cfg)
-        return "sdpa" if model.config._attn_implementation == "sdpa" else "eager"
-    except (ImportError, ValueError):  # torch without SDPA
-        return "eager"
-
-
-LLAMA_REF = _reference_impl()
+LLAMA_REF = transformers_reference_impl(transformers)
 
 
 def llama(impl, dtype, device="cpu"):
