@@ -4,12 +4,10 @@
 
 #include "core/error.h"
 #include "cuda/device_guard.h"
+#include "cuda/workspace_align.h"
 
 namespace fa::cuda {
 namespace {
-
-constexpr size_t kAlign = 256;
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // The rows of a tensor of p's: fixed-length (batch, seqlen, heads) or packed (total, heads).
 struct Rows {
@@ -22,7 +20,7 @@ Rows k_rows(const Params& p) {
   return p.varlen() ? Rows{1, p.total_k, p.heads_kv} : Rows{p.batch, p.seqlen_k, p.heads_kv};
 }
 size_t copy_bytes(const Rows& r, int64_t dp) {
-  return align_up(size_t(r.batch * r.seqlen * r.heads * dp) * 2);  // 16-bit elements
+  return workspace_align(size_t(r.batch * r.seqlen * r.heads * dp) * 2);  // 16-bit elements
 }
 
 // A contiguous (batch, seqlen, heads, dp) copy at *at, which advances past it; stride_b 0 for

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/splits.h"
+#include "cuda/workspace_align.h"
 
 namespace fa::cuda::kvcache {
 
@@ -83,15 +84,14 @@ struct WorkspaceLayout {
   size_t rotated_q = 0, part_o = 0, part_lse = 0;
   size_t bytes() const { return rotated_q + part_o + part_lse; }
 };
-inline size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 inline WorkspaceLayout workspace_layout(int64_t total_q, int64_t heads_q, int64_t head_dim,
                                         bool rotary, int64_t splits) {
   WorkspaceLayout w;
   const size_t rows = size_t(total_q) * size_t(heads_q);
-  if (rotary) w.rotated_q = align256(rows * size_t(head_dim) * 2);
+  if (rotary) w.rotated_q = workspace_align(rows * size_t(head_dim) * 2);
   if (splits > 1) {
-    w.part_o = align256(size_t(splits) * rows * size_t(head_dim) * 4);
-    w.part_lse = align256(size_t(splits) * rows * 4);
+    w.part_o = workspace_align(size_t(splits) * rows * size_t(head_dim) * 4);
+    w.part_lse = workspace_align(size_t(splits) * rows * 4);
   }
   return w;
 }

@@ -19,12 +19,10 @@
 #include "cuda/kernels/vanilla/gemm.h"
 #include "cuda/kernels/vanilla/rows.cuh"
 #include "cuda/kernels/vanilla/softmax.cuh"
+#include "cuda/workspace_align.h"
 
 namespace fa::cuda::vanilla {
 namespace {
-
-constexpr size_t kAlign = 256;  // cuBLAS wants 256-byte aligned workspace and operands
-size_t align_up(size_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 enum class Pass { Forward, Backward };
 
@@ -63,7 +61,7 @@ Layout layout(const Params& p, Pass pass) {
   size_t at = 0;
   auto take = [&](size_t bytes) {
     const size_t off = at;
-    at = align_up(at + bytes);
+    at = workspace_align(at + bytes);
     return off;
   };
   const int64_t n_b = p.varlen() ? 1 : p.batch;  // sequences per pass
@@ -93,7 +91,7 @@ Layout layout(const Params& p, Pass pass) {
     r.offset = take(size_t(rows_of(p, r.q_side) * heads * p.head_dim * dtype_size(p.dtype)));
     l.packed.push_back(r);
   }
-  l.total = at + kAlign;  // slack to align the caller's pointer
+  l.total = at + kWorkspaceAlign;  // slack to align the caller's pointer
   return l;
 }
 
@@ -279,7 +277,7 @@ void copy_all(const Params& p, const View& src, const View& dst, bool q_side, in
 template <typename T>
 void run(const Params& caller, Pass pass, void* workspace, cudaStream_t stream) {
   const Layout l = layout(caller, pass);
-  char* ws = reinterpret_cast<char*>(align_up(reinterpret_cast<uintptr_t>(workspace)));
+  char* ws = reinterpret_cast<char*>(workspace_align(reinterpret_cast<uintptr_t>(workspace)));
   Params p = caller;
   for (const auto& r : l.packed) {
     const int64_t heads = r.q_side ? p.heads_q : p.heads_kv;
