@@ -21,6 +21,12 @@ void kvcache_forward(const Params& p, const Context& ctx, void* workspace, size_
                      void* stream);
 
 namespace kvcache {
+struct Plan;
+struct WorkspaceLayout;
+// The call's plan (kernels/kvcache/plan.h) and workspace layout, the same for the query and the
+// launch.
+Plan plan_of(const Params& p, const Context& ctx);
+WorkspaceLayout layout_of(const Params& p, const Plan& plan);
 // Per 16-bit type (kvcache_bf16.cu, kvcache_fp16.cu): the launches of one call.
 template <typename Tag>
 void run(const Params& p, const Context& ctx, void* workspace, size_t bytes, void* stream);

@@ -11,24 +11,24 @@
 namespace fa::cuda {
 
 std::string kvcache_refusal(const Params& p, const Context&) {
-  // check_forward (every CUDA kernel's needs) has run: arch, 16-bit inputs, head dim, alignment.
+  // check_forward (every CUDA kernel's needs) has run: arch, 16-bit inputs and out, head dim,
+  // alignment; validation: the rotary dim is even.
   if (p.dropout_p > 0.f) return "dropout is not supported with a KV cache or split-KV";
-  if (p.out.dtype != p.dtype) return "out.dtype must equal q.dtype";
-  const int kernel_d = kernel_head_dim(p.head_dim);
-  if (kvcache::smem_bytes(kernel_d) > 99 * 1024)  // fits every sm80-family part's block limit
-    return "internal: the kernel's shared memory exceeds 99 KB";
-  if (p.rotary.dim > 0 && p.rotary.dim % 2 != 0) return "rotary_dim must be even";
   return "";
 }
 
+namespace kvcache {
+Plan plan_of(const Params& p, const Context& ctx) {
+  return make_plan(p.batch, p.heads_kv, p.seqlen_q, p.group(), p.seqlen_k, p.num_splits,
+                   kernel_head_dim(p.head_dim), ctx.device.sms, ctx.device.smem_optin);
+}
+WorkspaceLayout layout_of(const Params& p, const Plan& plan) {
+  return workspace_layout(p.total_q, p.heads_q, p.head_dim, p.rotary.dim > 0, plan.splits);
+}
+}  // namespace kvcache
+
 size_t kvcache_workspace(const Params& p, const Context& ctx) {
-  const int kernel_d = kernel_head_dim(p.head_dim);
-  const kvcache::Plan plan =
-      kvcache::make_plan(p.batch, p.heads_kv, p.seqlen_q, p.group(), p.seqlen_k, p.num_splits,
-                         kernel_d, ctx.device.sms, ctx.device.smem_optin);
-  return kvcache::workspace_layout(p.total_q, p.heads_q, p.head_dim, p.rotary.dim > 0,
-                                   plan.splits)
-      .bytes();
+  return kvcache::layout_of(p, kvcache::plan_of(p, ctx)).bytes();
 }
 
 void kvcache_forward(const Params& p, const Context& ctx, void* workspace, size_t bytes,

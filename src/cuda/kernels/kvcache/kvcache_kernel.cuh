@@ -59,6 +59,7 @@ struct KvTraits {
   static constexpr int kWarpElems = kStages * 2 * KvTile::kElems;  // a warp's ring
   static constexpr int kSmemBytes = 2 * (QTile::kElems + kWarps * kWarpElems);
   static_assert(kSmemBytes == smem_bytes(kHeadDim), "plan.h's shared-memory figure");
+  static_assert(kSmemBytes <= kSmemLimit, "a block must fit sm86 / sm89's shared memory");
   // The merge's scratch over the rings: per warp its O rows (padded by 8 floats against bank
   // conflicts), then per warp its row maxima and sums.
   static constexpr int kMergeStride = kHeadDim + 8;
@@ -316,12 +317,15 @@ __global__ void __launch_bounds__(T::kThreads) kv_fwd_kernel(const __grid_consta
   }
 }
 
-// The split parts merged per row (core/combine.h): one warp a row of out, four columns a lane.
+// The split parts merged per row (core/combine.h): one warp a row of out, kCombineCols columns
+// a lane per pass (one float4 of each part).
+constexpr int kCombineWarps = 4;
+constexpr int kCombineCols = 4;
 template <typename Tag>
-__global__ void __launch_bounds__(128) kv_combine_kernel(const __grid_constant__ Params p,
-                                                         const KvArgs a) {
+__global__ void __launch_bounds__(32 * kCombineWarps) kv_combine_kernel(
+    const __grid_constant__ Params p, const KvArgs a) {
   const int lane = threadIdx.x % 32;
-  const int64_t prow = int64_t(blockIdx.x) * 4 + threadIdx.x / 32;
+  const int64_t prow = int64_t(blockIdx.x) * kCombineWarps + threadIdx.x / 32;
   if (prow >= a.part_rows) return;
   const int64_t token = prow / p.heads_q, h = prow % p.heads_q;
   const float* lse_col = a.part_lse + prow;
@@ -330,7 +334,7 @@ __global__ void __launch_bounds__(128) kv_combine_kernel(const __grid_constant__
   const int d = int(p.head_dim);
   // Fixed-length batches number their rows b * seqlen_q + i; packed ones by their packed row.
   const int64_t b = p.varlen() ? 0 : token / p.seqlen_q, row = p.varlen() ? token : token % p.seqlen_q;
-  for (int c = 4 * lane; c < d; c += 128) {
+  for (int c = kCombineCols * lane; c < d; c += kCombineCols * 32) {
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     for (int s = 0; s < a.splits; ++s) {
       const float w = part_weight(lse_of(s), lse);
@@ -385,9 +389,10 @@ __device__ __forceinline__ void rotate_row(const Params::Rotary& ro, int32_t pos
 // batch * seqlen_q blocks (rotary only) write q rotated into q_rot (batch, seqlen_q, heads_q, d).
 // Positions are clamped into the rotary tables (validation checks them only where it can read
 // cache_seqlens).
+constexpr int kPrepareThreads = 128;  // a row's head_dim elements, kv head by kv head
 template <typename E>
-__global__ void __launch_bounds__(128) kv_prepare_kernel(const __grid_constant__ Params p,
-                                                         E* q_rot) {
+__global__ void __launch_bounds__(kPrepareThreads) kv_prepare_kernel(
+    const __grid_constant__ Params p, E* q_rot) {
   const int d = int(p.head_dim);
   const Params::Rotary& ro = p.rotary;
   const int32_t last_pos = ro.dim > 0 ? int32_t(ro.seqlen) - 1 : 0;

@@ -56,12 +56,9 @@ void run(const Params& call, const Context& ctx, void* workspace, size_t bytes, 
   using E = std::conditional_t<std::is_same_v<Tag, Bf16Tag>, bfloat16_t, half_t>;
   const auto stream = static_cast<cudaStream_t>(stream_ptr);
   const int kernel_d = kernel_head_dim(call.head_dim);
-  const Plan plan = make_plan(call.batch, call.heads_kv, call.seqlen_q, call.group(),
-                              call.seqlen_k, call.num_splits, kernel_d, ctx.device.sms,
-                              ctx.device.smem_optin);
+  const Plan plan = plan_of(call, ctx);
   const bool rotary = call.rotary.dim > 0;
-  const WorkspaceLayout w =
-      workspace_layout(call.total_q, call.heads_q, call.head_dim, rotary, plan.splits);
+  const WorkspaceLayout w = layout_of(call, plan);
   if (bytes < w.bytes() || (w.bytes() > 0 && workspace == nullptr))
     fail(FA_ERROR_INTERNAL, "cuda-kvcache workspace of ", bytes, " bytes is below its ",
          w.bytes());
@@ -72,7 +69,7 @@ void run(const Params& call, const Context& ctx, void* workspace, size_t bytes, 
   const int64_t prepare = p.batch * p.seqlen_new + (rotary ? p.batch * p.seqlen_q : 0);
   E* q_rot = rotary ? reinterpret_cast<E*>(base) : nullptr;
   if (prepare > 0) {
-    kv_prepare_kernel<E><<<unsigned(prepare), 128, 0, stream>>>(p, q_rot);
+    kv_prepare_kernel<E><<<unsigned(prepare), kPrepareThreads, 0, stream>>>(p, q_rot);
     check_launch("prepare kernel", kernel_d);
   }
   if (rotary) {
@@ -93,7 +90,8 @@ void run(const Params& call, const Context& ctx, void* workspace, size_t bytes, 
     launch_attention<decltype(d)::value, Tag>(p, a, stream);
   });
   if (plan.splits > 1) {
-    kv_combine_kernel<Tag><<<unsigned((a.part_rows + 3) / 4), 128, 0, stream>>>(p, a);
+    const int64_t blocks = (a.part_rows + kCombineWarps - 1) / kCombineWarps;
+    kv_combine_kernel<Tag><<<unsigned(blocks), 32 * kCombineWarps, 0, stream>>>(p, a);
     check_launch("combine kernel", kernel_d);
   }
 }

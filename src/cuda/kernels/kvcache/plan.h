@@ -21,6 +21,11 @@ namespace fa::cuda::kvcache {
 #endif
 
 constexpr int kBlockM = 16;  // packed query rows of a block (one m16 tile)
+// The most dynamic shared memory a block may take on every part the family serves (sm86 / sm89:
+// 99 KB; A100 163 KB, H100 / H200 227 KB).
+constexpr int64_t kSmemLimit = 99 * 1024;
+// Resident threads an SM holds (sm80 through sm90).
+constexpr int64_t kMaxThreadsPerSm = 2048;
 constexpr int kBlockN = FA_KVCACHE_BLOCK_N;
 constexpr int kStages = FA_KVCACHE_STAGES;
 
@@ -64,7 +69,7 @@ inline Plan make_plan(int64_t batch, int64_t heads_kv, int64_t seqlen_q, int64_t
     return plan;
   }
   const int64_t per_sm_smem = smem_optin / smem_bytes(kernel_d);
-  const int64_t per_sm_threads = 2048 / (32 * warps_for(kernel_d));
+  const int64_t per_sm_threads = kMaxThreadsPerSm / (32 * warps_for(kernel_d));
   int64_t per_sm = per_sm_smem < per_sm_threads ? per_sm_smem : per_sm_threads;
   if (per_sm < 1) per_sm = 1;
   const int64_t workers = int64_t(sms) * per_sm;
