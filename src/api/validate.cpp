@@ -245,8 +245,9 @@ int64_t check_cu_seqlens(const fa_tensor& cu, const char* name, int64_t total, i
 
 // Whether a call uses any KV-cache field, and the name of the first one given (for the refusals
 // of the backward and of packed batches).
-const char* kv_cache_feature(const fa_params& p) {
-  if (p.block_table.data != nullptr) return "block_table (a paged KV cache)";
+// with_table false: the fields beside block_table (those a packed batch may not take).
+const char* kv_cache_feature(const fa_params& p, bool with_table = true) {
+  if (with_table && p.block_table.data != nullptr) return "block_table (a paged KV cache)";
   if (p.cache_seqlens.data != nullptr) return "cache_seqlens";
   if (p.cache_batch_idx.data != nullptr) return "cache_batch_idx";
   if (p.cache_leftpad.data != nullptr) return "cache_leftpad";
@@ -665,10 +666,8 @@ Params validate_common(const fa_params* caller, bool backward) {
          " is forward-only: fa_backward does not take a KV cache (as FlashAttention's "
          "flash_attn_with_kvcache)");
   // A packed batch takes a paged cache (block_table) and no other cache field.
-  fa_params beside_table = *p;
-  beside_table.block_table.data = nullptr;
-  const char* kv_packed = kv_cache_feature(beside_table);
-  if (kv_packed && packed)
+  const char* kv_packed = packed ? kv_cache_feature(*p, false) : nullptr;
+  if (kv_packed)
     fail(FA_ERROR_UNSUPPORTED, kv_packed,
          " with cu_seqlens (a packed batch) is not supported yet: KV caches take fixed-length "
          "batches (a packed batch takes a paged cache alone, block_table)");
