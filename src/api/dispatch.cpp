@@ -62,31 +62,27 @@ struct CpuRow {
 #ifdef FA_WITH_CUDA
 // ---- CUDA: the families of the CUDA backend (libflashattn_cuda.so, opened on first use through
 // core/cuda_backend.h's table; the backend implements each row, the registry orders them) ------
-void check_status(fa_status status, const char* message) {
-  if (status != FA_OK) throw ApiError(status, message != nullptr ? message : "CUDA backend error");
-}
-
 template <CudaFamily kFamily>
 struct CudaRow {
   static void check(const Params& p, Pass pass, const Context& ctx) {
     const char* message = nullptr;
-    check_status(cuda_backend().check(kFamily, &p, pass == Pass::Backward, &ctx, &message),
-                 message);
+    check_backend(cuda_backend().check(kFamily, &p, pass == Pass::Backward, &ctx, &message),
+                  &message);
   }
   static size_t workspace(const Params& p, Pass pass, const Context& ctx) {
     const char* message = nullptr;
     size_t bytes = 0;
-    check_status(
+    check_backend(
         cuda_backend().workspace(kFamily, &p, pass == Pass::Backward, &ctx, &bytes, &message),
-        message);
+        &message);
     return bytes;
   }
   static void run(const Params& p, Pass pass, const Context& ctx, void* ws, size_t bytes,
                   void* stream) {
     const char* message = nullptr;
-    check_status(cuda_backend().run(kFamily, &p, pass == Pass::Backward, &ctx, ws, bytes, stream,
-                                    &message),
-                 message);
+    check_backend(cuda_backend().run(kFamily, &p, pass == Pass::Backward, &ctx, ws, bytes, stream,
+                                     &message),
+                  &message);
   }
 };
 

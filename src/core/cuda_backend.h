@@ -76,6 +76,11 @@ const CudaBackend& cuda_backend();
 // returns in a CPU-only build (whose CUDA tensors then name a device that does not exist).
 void require_cuda_backend_if_built();
 
+// A backend entry's status as the core's exception: throws ApiError(status, *message) unless
+// FA_OK. Takes the message's address, not its value: `check_backend(entry(..., &message),
+// message)` would read the message before the call that sets it (argument order is unspecified).
+void check_backend(fa_status status, const char* const* message);
+
 }  // namespace fa
 
 extern "C" {

@@ -84,12 +84,12 @@ const Loaded& loaded() {
   return l;
 }
 
-// A failed backend call's status and message as the core's exception.
-void check(fa_status status, const char* message) {
-  if (status != FA_OK) throw ApiError(status, message != nullptr ? message : "CUDA backend error");
-}
-
 }  // namespace
+
+void check_backend(fa_status status, const char* const* message) {
+  if (status != FA_OK)
+    throw ApiError(status, *message != nullptr ? *message : "CUDA backend error (no message)");
+}
 
 const CudaBackend& cuda_backend() {
   const Loaded& l = loaded();
@@ -111,13 +111,14 @@ int cuda_device_count() {
 const DeviceProps& cuda_device_props(int device) {
   const char* message = nullptr;
   const DeviceProps* props = nullptr;
-  check(cuda_backend().device_props(device, &props, &message), message);
+  check_backend(cuda_backend().device_props(device, &props, &message), &message);
   return *props;
 }
 
 void copy_to_host_sync(void* dst, const void* src, size_t bytes, int device, void* stream) {
   const char* message = nullptr;
-  check(cuda_backend().copy_to_host_sync(dst, src, bytes, device, stream, &message), message);
+  check_backend(cuda_backend().copy_to_host_sync(dst, src, bytes, device, stream, &message),
+                &message);
 }
 
 }  // namespace fa
