@@ -133,6 +133,12 @@ inline std::string family_of(const fa_params& p, Pass pass, const Tuning& tuning
   return name;
 }
 
+// The tiled flash families, one of which a plain call on a GPU runs: cuda-sm90 forwards on an
+// sm90 device (with sm_90a code and views TMA can map), cuda-sm80 elsewhere and for backwards.
+inline bool is_flash_family(const std::string& family) {
+  return family == "cuda-sm80" || family == "cuda-sm90";
+}
+
 // True, with the library's message in *why, when it has no CUDA backward kernel for p: a build
 // without them (FA_ERROR_BACKEND) or a kernel needing more shared memory than the GPU gives a
 // block (FA_ERROR_UNSUPPORTED). Tests skip then; any other failed query fails run_pass.

@@ -1,5 +1,5 @@
 // The Hopper-native forward family (cuda-sm90, src/cuda/kernels/sm90/) on an sm90 GPU, with
-// Tuning::sm90_fwd on (off by default until this suite has passed): every case must be taken by
+// Tuning::sm90_fwd on (the default; the tests set it themselves): every case must be taken by
 // cuda-sm90 (asserted through the registry) and match the fp64 reference by FlashAttention's
 // rule, outputs poisoned, fresh inputs; the LSE-less call gives the same out. Skipped without an
 // sm90 GPU or in a build without sm_90a code; what it serves is asserted to run there (a head
@@ -241,9 +241,15 @@ TEST(GpuSm90Fallback, ServedFeaturesRunSm90) {
   v.lens_q = {30, 34};
   v.lens_k = {40, 24};
   EXPECT_EQ(family_of(v), "cuda-sm90") << "packed";
-  // And with the knob off (the default), nothing runs cuda-sm90.
+  // With the knob off, nothing runs cuda-sm90; by default (on) the plain call does.
   Problem pr(c);
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  Tuning off;
+  off.sm90_fwd = false;
+  EXPECT_EQ(family(dev.p, off), "cuda-sm80");
+  EXPECT_EQ(family(dev.p, Tuning{}), "cuda-sm90");
+  // A view TMA cannot map (K broadcast over the batch: stride 0) goes to cuda-sm80, named.
+  dev.p.k.stride[0] = 0;
   EXPECT_EQ(family(dev.p, Tuning{}), "cuda-sm80");
 }
 

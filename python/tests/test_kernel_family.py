@@ -1,7 +1,8 @@
 """flashattn.kernel_family: the library's kernel family (fa_select_kernel) for the call that
 flash_attn_func / flash_attn_varlen_func would make - "cpu-flash" for CPU tensors (the binding
-always asks for FA_BACKEND_AUTO, so the reference family is never the answer), "cuda-sm80" for
-CUDA tensors - refused with the same status and library message as that call, and never asked by
+always asks for FA_BACKEND_AUTO, so the reference family is never the answer), "cuda-sm90" for
+CUDA forwards on an sm90 GPU with a build holding sm_90a code, "cuda-sm80" for other CUDA calls -
+refused with the same status and library message as that call, and never asked by
 the calls themselves."""
 import re
 
@@ -146,15 +147,23 @@ def test_the_calls_never_ask(monkeypatch):
     assert q.grad is not None
 
 
+def forward_family():
+    """The flash family a plain CUDA forward runs here: the Hopper-native one on an sm90 GPU when
+    the library holds sm_90a code (its build info lists the architectures, e.g. cuda(80,90a))."""
+    archs = re.search(r"cuda\(([^)]*)\)", flashattn.build_info())
+    hopper = archs is not None and "90a" in archs.group(1).split(",")
+    return "cuda-sm90" if hopper and torch.cuda.get_device_capability()[0] == 9 else "cuda-sm80"
+
+
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-def test_cuda_tensors_run_cuda_sm80(dtype):
+def test_cuda_tensors_run_a_flash_family(dtype):
     q, k, v = (torch.randn(2, 64, 4, 64, device="cuda", dtype=dtype) for _ in range(3))
-    assert flashattn.kernel_family(q, k, v, causal=True) == "cuda-sm80"
+    assert flashattn.kernel_family(q, k, v, causal=True) == forward_family()
     cu = i32(0, 40, 128, device="cuda")
     p = torch.randn(128, 4, 64, device="cuda", dtype=dtype)
     assert flashattn.kernel_family(p, p, p, cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=88,
-                                   max_seqlen_k=88) == "cuda-sm80"
+                                   max_seqlen_k=88) == forward_family()
     try:
         family = flashattn.kernel_family(q, k, v, backward=True, deterministic=True)
     except FlashAttnError as e:  # a library configured without CUDA backward kernels

@@ -19,7 +19,7 @@
 #define FA_TUNING_SM80_BWD_PDL 1
 #endif
 #ifndef FA_TUNING_SM90_FWD
-#define FA_TUNING_SM90_FWD 0
+#define FA_TUNING_SM90_FWD 1
 #endif
 #ifndef FA_TUNING_SM90_FWD_SCHEDULE
 #define FA_TUNING_SM90_FWD_SCHEDULE 2
@@ -53,8 +53,8 @@ struct Tuning {
   int sm80_bwd_tail_min_steps = FA_TUNING_SM80_BWD_TAIL_MIN_STEPS;
   // The sm80 backward's main kernel as the preprocess's programmatic dependent (sm90 and later).
   bool sm80_bwd_pdl = FA_TUNING_SM80_BWD_PDL != 0;
-  // The Hopper-native forward family (cuda-sm90) takes the calls it serves on sm90. Off until it
-  // has passed the GPU suite; its tests turn it on (tests/test_gpu_sm90.cpp).
+  // The Hopper-native forward family (cuda-sm90) takes the calls it serves on sm90 (on by
+  // default; off sends every forward to cuda-sm80, as before the family).
   bool sm90_fwd = FA_TUNING_SM90_FWD != 0;
   // cuda-sm90's consumer schedule, each a lever on the previous (sm90/fwd_kernel.cuh, Schedule):
   // 0 one key tile at a time (the ablation's baseline, and a reference when debugging), 1 the

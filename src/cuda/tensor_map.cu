@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
+#include <cstdint>
 #include <mutex>
 
 #include "cuda/tile/swizzle.h"  // the kernels' 64-column blocks
@@ -28,24 +29,46 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
 
 }  // namespace
 
+namespace {
+
+// Bytes between consecutive heads, rows, sequences. A batch of one (or a packed batch) may carry
+// any stride_b: its only coordinate is 0, so it gets one past the whole view.
+struct RowStrides {
+  int64_t head, row, seq;
+};
+RowStrides row_strides(const View& v, int64_t batch, int64_t rows, int64_t heads) {
+  const int64_t sh = v.stride_h * 2, ss = v.stride_s * 2;
+  return {sh, ss, batch > 1 ? v.stride_b * 2 : ss * rows + sh * heads};
+}
+
+}  // namespace
+
+bool row_tiles_encodable(const View& v, int64_t batch, int64_t rows, int64_t heads,
+                         int64_t head_dim) {
+  // The kernels pass coordinates as 32-bit ints.
+  constexpr int64_t kMaxCoord = (int64_t(1) << 31) - 1;
+  if (v.data == nullptr || reinterpret_cast<uintptr_t>(v.data) % 16 != 0 || batch < 1 ||
+      rows < 1 || heads < 1 || head_dim < 1 || batch > kMaxCoord || rows > kMaxCoord ||
+      heads > kMaxCoord)
+    return false;
+  // TMA's rule for the strides above the innermost dim: positive multiples of 16 bytes below
+  // 2^40 (a broadcast view, stride 0, has none).
+  const RowStrides st = row_strides(v, batch, rows, heads);
+  for (int64_t s : {st.head, st.row, st.seq})
+    if (s <= 0 || s % 16 != 0 || s >= (int64_t(1) << 40)) return false;
+  return true;
+}
+
 bool encode_row_tiles(const View& v, int64_t batch, int64_t rows, int64_t heads, int64_t head_dim,
                       int box_rows, CUtensorMap* map, int box_heads) {
   const auto fn = encode_fn();
-  // The kernels pass coordinates as 32-bit ints.
-  constexpr int64_t kMaxCoord = (int64_t(1) << 31) - 1;
-  if (fn == nullptr || v.data == nullptr || batch < 1 || rows < 1 || heads < 1 || head_dim < 1 ||
-      batch > kMaxCoord || rows > kMaxCoord || heads > kMaxCoord || box_heads < 1 ||
+  if (fn == nullptr || !row_tiles_encodable(v, batch, rows, heads, head_dim) || box_heads < 1 ||
       box_heads > 256 || box_rows < 1 || box_rows > 256)
     return false;
-  // Bytes between consecutive heads, rows, sequences. A batch of one (or a packed batch) may
-  // carry any stride_b: its only coordinate is 0, so it gets one past the whole view.
-  const int64_t sh = v.stride_h * 2, ss = v.stride_s * 2;
-  const int64_t sb = batch > 1 ? v.stride_b * 2 : ss * rows + sh * heads;
+  const RowStrides st = row_strides(v, batch, rows, heads);
   const cuuint64_t dims[4] = {cuuint64_t(head_dim), cuuint64_t(heads), cuuint64_t(rows),
                               cuuint64_t(batch)};
-  const cuuint64_t strides[3] = {cuuint64_t(sh), cuuint64_t(ss), cuuint64_t(sb)};
-  for (int64_t s : {sh, ss, sb})
-    if (s <= 0 || s % 16 != 0 || s >= (int64_t(1) << 40)) return false;
+  const cuuint64_t strides[3] = {cuuint64_t(st.head), cuuint64_t(st.row), cuuint64_t(st.seq)};
   const cuuint32_t box[4] = {SwizzledTile<8, 64>::kBlockCols, cuuint32_t(box_heads),
                              cuuint32_t(box_rows), 1};
   const cuuint32_t unit[4] = {1, 1, 1, 1};

@@ -28,4 +28,10 @@ struct QdoMaps {
 bool encode_row_tiles(const View& v, int64_t batch, int64_t rows, int64_t heads, int64_t head_dim,
                       int box_rows, CUtensorMap* map, int box_heads = 1);
 
+// Whether encode_row_tiles can take the view at all (before any box): its address 16-byte
+// aligned, its head / row / sequence strides positive multiples of 16 bytes below 2^40, its
+// extents 32-bit. A family that needs the maps refuses the call where this is false.
+bool row_tiles_encodable(const View& v, int64_t batch, int64_t rows, int64_t heads,
+                         int64_t head_dim);
+
 }  // namespace fa::cuda

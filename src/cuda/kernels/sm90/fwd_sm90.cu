@@ -70,17 +70,25 @@ int64_t work_tiles(const Params& p, int lp, int block_m) {
   return ((p.seqlen_q << lp) + block_m - 1) / block_m * heads * p.batch;
 }
 
+// The batch and rows of the Q and K / V maps: a packed batch is one entry of its total rows (the
+// kernel adds each sequence's start).
+struct MapExtents {
+  int64_t batch, rows_q, rows_k;
+};
+MapExtents map_extents(const Params& p) {
+  if (p.varlen()) return {1, p.total_q, p.total_k};
+  return {p.batch, p.seqlen_q, p.seqlen_k};
+}
+
 template <class T>
 void launch(const Params& p, const Context& ctx, void* ws, size_t ws_bytes, cudaStream_t stream) {
   sm90::FwdMaps maps{};
   maps.pack_log2 = pack_log2(p, ctx);
   const int pack = 1 << maps.pack_log2;
-  // A packed batch is one entry of its total rows (the kernel adds each sequence's start).
-  const int64_t b = p.varlen() ? 1 : p.batch;
-  const int64_t rows_q = p.varlen() ? p.total_q : p.seqlen_q, rows_k = p.varlen() ? p.total_k : p.seqlen_k;
-  if (!encode_row_tiles(p.q, b, rows_q, p.heads_q, p.head_dim, T::kBlockM / pack, &maps.q, pack) ||
-      !encode_row_tiles(p.k, b, rows_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.k) ||
-      !encode_row_tiles(p.v, b, rows_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.v))
+  const MapExtents e = map_extents(p);
+  if (!encode_row_tiles(p.q, e.batch, e.rows_q, p.heads_q, p.head_dim, T::kBlockM / pack, &maps.q, pack) ||
+      !encode_row_tiles(p.k, e.batch, e.rows_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.k) ||
+      !encode_row_tiles(p.v, e.batch, e.rows_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.v))
     fail(FA_ERROR_UNSUPPORTED, "the sm90 forward's tensor maps could not be encoded for these views");
   static std::atomic<uint64_t> opted_in{0};
   cudaError_t err = opt_in_smem(reinterpret_cast<const void*>(sm90::fwd_kernel<T>), T::kSmemBytes,
@@ -134,7 +142,7 @@ void run(const Params& p, const Context& ctx, const Where& w) {
 }  // namespace
 
 std::string sm90_fwd_refusal(const Params& p, const Context& ctx) {
-  if (!ctx.tuning.sm90_fwd) return "off (Tuning::sm90_fwd: not yet verified on a GPU)";
+  if (!ctx.tuning.sm90_fwd) return "off (Tuning::sm90_fwd)";
   if (ctx.device.major != 9) return "needs an sm90 device";  // (the registry row checks both first)
   if (!built_for_sm90a()) return "this build has no sm_90a code (FA_ARCHS)";
   if (p.dtype != DType::BF16 && p.dtype != DType::F16) return "fp16 / bf16 only";
@@ -144,6 +152,15 @@ std::string sm90_fwd_refusal(const Params& p, const Context& ctx) {
   if (p.total_q >= (int64_t(1) << 31) || p.total_k >= (int64_t(1) << 31)) return "rows past 2^31";
   if (work_tiles(p, pack_log2(p, ctx), 128) >= (int64_t(1) << 31))
     return "more than 2^31 work tiles";
+  // Q, K and V arrive by TMA: views it cannot map (a broadcast stride 0, a stride or address
+  // that is not a multiple of 16 bytes) go to the sm80 family.
+  const MapExtents e = map_extents(p);
+  if (!row_tiles_encodable(p.q, e.batch, e.rows_q, p.heads_q, p.head_dim))
+    return "q's strides or address (TMA)";
+  if (!row_tiles_encodable(p.k, e.batch, e.rows_k, p.heads_kv, p.head_dim))
+    return "k's strides or address (TMA)";
+  if (!row_tiles_encodable(p.v, e.batch, e.rows_k, p.heads_kv, p.head_dim))
+    return "v's strides or address (TMA)";
   return "";
 }
 
