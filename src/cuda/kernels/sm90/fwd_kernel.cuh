@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   if (tid == 0) {
     mbar_init(q_full, 1);
-    mbar_init(q_empty, 4 * T::kConsumers);  // lane 0 of every consumer warp
+    mbar_init(q_empty, 128 * T::kConsumers);  // every consumer thread (release_q)
     for (int s = 0; s < kStages; ++s) {
       mbar_init(k_full(s), 1);
       mbar_init(v_full(s), 1);
@@ -385,9 +385,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
   };
+  // The tile's Q (and the announced slot every thread read) back to the producer. Every thread
+  // arrives, each after its own read of the slot: a lane-0 arrival after __syncwarp orders the
+  // other lanes' reads too, but racecheck does not see that order, and it costs one arrival a
+  // thread a work tile.
+  auto release_q = [&] { mbar_arrive(q_empty); };
   auto release_k = [&](int it) {
     arrive(k_empty(stage(it)));
-    if (it == n_tiles - 1) arrive(q_empty);
+    if (it == n_tiles - 1) release_q();
   };
   auto release_v = [&](int it) { arrive(v_empty(stage(it))); };
   // Tile it's scores to P: the logits (softcap / ALiBi) or the prescale, the mask as -inf (keys
@@ -511,7 +516,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       float sc[kN / 2], alpha[2];
       uint32_t pf[kN / 16][4];
       enter(tile);
-      if (n_tiles == 0) arrive(q_empty);  // rows that see no key: Q was loaded and is not read
+      if (n_tiles == 0) release_q();  // rows that see no key: Q was loaded and is not read
       for (int it = 0; it < n_tiles; ++it) {
         issue_qk(it, sc);
         wgmma_wait<0>();
@@ -538,7 +543,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       uint32_t pf[kN / 16][4];
       enter(tile);
       if (n_tiles == 0) {
-        arrive(q_empty);  // rows that see no key: Q was loaded and is not read
+        release_q();  // rows that see no key: Q was loaded and is not read
       } else {
         turn_begin();
         issue_qk(0, sc);
