@@ -442,9 +442,16 @@ double max_abs(const std::vector<double>& a) {
 void expect_rule(const char* what, const std::vector<double>& got, const std::vector<double>& ref,
                  const std::vector<double>& naive, double factor, double atol) {
   const double err = max_abs_diff(got, ref), base = max_abs_diff(naive, ref);
+  // Where the error is largest (the first such element), for the failure's message.
+  size_t at = 0;
+  if (got.size() == ref.size())
+    for (size_t i = 0; i < got.size(); ++i)
+      if (got[i] != ref[i] && !(std::fabs(got[i] - ref[i]) <= std::fabs(got[at] - ref[at]))) at = i;
   EXPECT_LE(err, factor * base + atol)
       << what << ": error " << err << ", same-precision naive error " << base << ", |ref| max "
-      << max_abs(ref);
+      << max_abs(ref) << "; worst at element " << at << " of " << ref.size() << ": got "
+      << (at < got.size() ? got[at] : 0.0) << ", ref " << (at < ref.size() ? ref[at] : 0.0)
+      << ", naive " << (at < naive.size() ? naive[at] : 0.0);
 }
 
 void run_forward(Problem& pr, fa_backend backend) {
