@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <type_traits>
@@ -69,7 +70,10 @@ void run(const Params& call, const Context& ctx, void* workspace, size_t bytes, 
   const int64_t prepare = p.batch * p.seqlen_new + (rotary ? p.batch * p.seqlen_q : 0);
   E* q_rot = rotary ? reinterpret_cast<E*>(base) : nullptr;
   if (prepare > 0) {
-    kv_prepare_kernel<E><<<unsigned(prepare), kPrepareThreads, 0, stream>>>(p, q_rot);
+    // Blocks (row, head): as many heads a row as the larger of the two passes has (the grid's
+    // y extent is at most 65535: the kernel strides past it).
+    const int64_t heads = std::min<int64_t>(std::max(p.heads_kv, rotary ? p.heads_q : 0), 65535);
+    kv_prepare_kernel<E><<<dim3(unsigned(prepare), unsigned(heads)), kPrepareThreads, 0, stream>>>(p, q_rot);
     check_launch("prepare kernel", kernel_d);
   }
   if (rotary) {
