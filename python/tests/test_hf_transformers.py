@@ -85,12 +85,14 @@ def check(name, got, ref32, ref64, where=None):
 
 @pytest.fixture
 def calls(monkeypatch):
-    """The flashattn calls the integration makes: (function, options) per call."""
+    """The flashattn calls the integration makes: (function, options, key rows) per call, key
+    rows being k.shape[-3]: seqlen_k of every batch row for the dense function, the packed total
+    for varlen."""
     seen = []
 
     def spy(fn, label):
         def wrapped(*args, **kw):
-            seen.append((label, kw))
+            seen.append((label, kw, args[1].shape[-3]))
             return fn(*args, **kw)
         return wrapped
     monkeypatch.setattr(fa_hf, "flash_attn_func", spy(fa_hf.flash_attn_func, "dense"))
@@ -182,16 +184,23 @@ def test_padding_free_row_equals_sequences_run_alone(model, calls):
     check(model, got, alone(ref, torch.float32), alone(ref, torch.float64))
 
 
+def kv_cache(model, batch, max_len):
+    """The cache generate() gives the model. Gemma-2: transformers 4.x's HybridCache (static slots,
+    a window on the sliding layers); 5.x has none, and there generate() and Gemma2Model itself make
+    DynamicCache(config=...), whose sliding layers keep the last sliding_window - 1 tokens."""
+    if isinstance(model, transformers.Gemma2ForCausalLM):
+        if hasattr(transformers, "HybridCache"):
+            return transformers.HybridCache(model.config, max_batch_size=batch,
+                                            max_cache_len=max_len, dtype=torch.float32)
+        return transformers.DynamicCache(config=model.config)
+    return transformers.DynamicCache()
+
+
 def greedy(model, ids, mask, steps):
     """Greedy decoding with a KV cache, one token a step (a loop rather than generate(), whose
     imports fail on Debian's torch 1.13): every step after the prompt is a seqlen_q = 1 call
-    against the cached keys. Gemma-2 uses its hybrid cache (static slots, a window)."""
-    if isinstance(model, transformers.Gemma2ForCausalLM):
-        cache = transformers.HybridCache(model.config, max_batch_size=ids.shape[0],
-                                         max_cache_len=ids.shape[1] + steps,
-                                         dtype=torch.float32)
-    else:
-        cache = transformers.DynamicCache()
+    against the cached keys."""
+    cache = kv_cache(model, ids.shape[0], ids.shape[1] + steps)
     position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
     cache_position = torch.arange(ids.shape[1])
     step_ids, out = ids, []
@@ -214,14 +223,30 @@ def test_greedy_decoding_with_a_kv_cache_left_padded(model, calls):
                     "its eager attention fails with a dynamic cache")
     build, ref = MODELS[model]
     g = torch.Generator().manual_seed(5)
-    ids = torch.randint(0, VOCAB, (2, 13), generator=g)
+    prompt, pad, steps = 13, 4, 12
+    ids = torch.randint(0, VOCAB, (2, prompt), generator=g)
     mask = torch.ones_like(ids)
-    mask[1, :4] = 0
+    mask[1, :pad] = 0
     tokens = {}
     for impl in (IMPL, ref):
         with torch.no_grad():
-            tokens[impl] = greedy(build(impl, torch.float32).eval(), ids, mask, 12)
-    assert len(calls) == 2 * 12 and all(c[0] == "varlen" for c in calls)
+            tokens[impl] = greedy(build(impl, torch.float32).eval(), ids, mask, steps)
+    # One call per layer and step (2 layers); the first two are the prompt's.
+    assert len(calls) == 2 * steps
+    assert [c[0] for c in calls[:2]] == ["varlen", "varlen"], "the left-padded prompt ran dense"
+    # A decode step may run dense only when the keys it is handed (the cache's latest tokens)
+    # hold none of row 1's padding, as transformers' own flash path does (5.17:
+    # masking_utils.flash_attention_mask gives no mask then, and _flash_attention_forward unpads
+    # whenever it has one, at any query length). Full-attention layers see the padding at every
+    # step, so they run varlen in every version; Gemma-2's sliding layers (window 8) are handed
+    # the last 8 tokens from the first decode step on (4.49 HybridCache: 8 rolling slots; 5.17
+    # DynamicCache(config=...): the 7 cached + the new one), which lie past the padding.
+    for i, (fn, _, keys) in enumerate(calls[2:]):
+        tokens_so_far = prompt + 1 + i // 2  # padding included
+        assert fn == "varlen" or keys <= tokens_so_far - pad, (
+            f"decode call {i} ran dense over {keys} keys, which include row 1's {pad} padded "
+            "ones: did the padding mask reach the integration? (transformers 5.x hands none to "
+            "an attention function not registered in AttentionMaskInterface)")
     assert torch.equal(tokens[IMPL], tokens[ref]), (tokens[IMPL], tokens[ref])
 
 
