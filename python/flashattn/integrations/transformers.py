@@ -56,6 +56,13 @@ def register(name=IMPLEMENTATION):
     else:  # 4.48 and 4.49: a plain dict, which the models index by config._attn_implementation
         from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
         ALL_ATTENTION_FUNCTIONS[name] = attention_forward
+    # transformers 5 builds a model's mask with the function registered under the attention's
+    # name, and hands an implementation it has none for no mask at all (padding then unseen):
+    # register SDPA's, the 4D boolean mask (padding, cache slots, windows) attention_forward reads.
+    masks = getattr(transformers, "AttentionMaskInterface", None)
+    if masks is not None:
+        from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+        masks.register(name, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
     return name
 
 
