@@ -13,9 +13,11 @@
 # command's 600 s), FA_GPU_CHECK_BENCH_ARGS (more gpu_bench.py arguments for both, e.g. "--dtypes
 # bf16"), FA_GTEST_SOURCE_DIR (a GoogleTest source tree when the machine has no package;
 # default .deps/googletest). The tools need CLI11, {fmt} and nlohmann-json headers: the system's
-# or .deps/CLI11, .deps/fmt, .deps/nlohmann_json (tools/deps.cmake). Carry those four .deps
-# folders to the GPU machine by name, not .deps itself: it also holds scripts/setup.sh's Python
-# venvs, which would overrun the transfer limit.
+# or .deps/CLI11, .deps/fmt, .deps/nlohmann_json (tools/deps.cmake); the TensorRT plugin's tests
+# run when .deps/tensorrt holds TensorRT's headers. Carry those .deps folders to the GPU machine
+# by name, not .deps itself: it also holds scripts/setup.sh's Python venvs, which would overrun
+# the transfer limit. Its logs are more files than a device call brings back: write them outside
+# $OUT and pack them (scripts/gpu-check.sh /tmp/g; tar czf $OUT/g.tgz -C /tmp g).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [--full-bench]}
@@ -55,9 +57,27 @@ cat "$out"/gpu-tests-*.log > "$out/gpu-tests.log" && rm -f "$out"/gpu-tests-*.lo
 summary+=("gpu tests: rc=$rc, $(grep -cE '^\[ +OK' "$out/gpu-tests.log") ok, $(grep -cE '^\[  FAILED' "$out/gpu-tests.log") failed lines, $(grep -cE '^\[  SKIPPED' "$out/gpu-tests.log") skipped, $(( $(date +%s) - t0 ))s")
 
 # Per-kernel SASS instruction counts (scripts/sass_counts.py) of the CUDA backend, for before /
-# after comparisons.
-python3 scripts/sass_counts.py build-gpu/libflashattn_cuda.so > "$out/sass.tsv" 2> "$out/sass.log"
-summary+=("sass counts: rc=$? $(($(wc -l < "$out/sass.tsv") - 1)) kernels in sass.tsv")
+# after comparisons: CPU work (cuobjdump, about a minute), in the background under the GPU steps.
+{ python3 scripts/sass_counts.py build-gpu/libflashattn_cuda.so > "$out/sass.tsv" 2> "$out/sass.log"
+  echo "$?" > "$out/sass.rc"; } &
+sass_pid=$!
+
+# The TensorRT plugin's tests (tests/tensorrt), built when TensorRT's headers were found (carry
+# .deps/tensorrt; scripts/tensorrt-headers.sh makes it): its GPU enqueue tests against the
+# reference, then memcheck on a few of them.
+trt_tests=./build-gpu/tests/tensorrt/fa_trt_plugin_tests
+if [ -x "$trt_tests" ]; then
+  t0=$(date +%s)
+  "$trt_tests" > "$out/trt-tests.log" 2>&1
+  rc=$?
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$trt_tests" \
+    --gtest_filter='Grid/GpuTrtPlugin.EnqueueMatchesTheReference/*fp16*_d64*:GpuTrtPluginEmpty.*' \
+    >> "$out/trt-tests.log" 2>&1
+  mrc=$?
+  summary+=("tensorrt plugin tests: rc=$rc, $(grep -cE '^\[ +OK' "$out/trt-tests.log") ok, $(grep -cE '^\[  FAILED' "$out/trt-tests.log") failed lines; memcheck rc=$mrc $(grep -E 'ERROR SUMMARY' "$out/trt-tests.log" | tail -1) $(( $(date +%s) - t0 ))s")
+else
+  summary+=("tensorrt plugin tests: not built (no TensorRT headers: carry .deps/tensorrt)")
+fi
 
 # memcheck (with the hostile cu_seqlens of test_gpu_hostile.cpp) and racecheck side by side.
 t0=$(date +%s)
@@ -114,6 +134,10 @@ if [ "${FA_GPU_CHECK_DECODE_BENCH:-0}" = 1 ]; then
     2> "$out/bench-decode.log"
   summary+=("bench decode: rc=$? in $(( $(date +%s) - t0 ))s")
 fi
+
+wait "$sass_pid"
+summary+=("sass counts: rc=$(cat "$out/sass.rc") $(($(wc -l < "$out/sass.tsv") - 1)) kernels in sass.tsv")
+rm -f "$out/sass.rc"
 
 echo "---- failures (first 30 lines)"
 grep -E "Failure|error|FAILED" "$out/gpu-tests.log" | head -30
