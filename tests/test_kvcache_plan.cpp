@@ -1,7 +1,11 @@
 // The cuda-kvcache family's launch plan (src/cuda/kernels/kvcache/plan.h), on the host: the row
-// tiles of GQA packing, the split count (forced, capped, and the heuristic filling the SMs' resident
-// blocks with parts of at least min_keys_per_split keys), shared memory, and the workspace layout.
+// tiles of GQA packing, the split count (forced, capped, and the heuristic filling whole waves of
+// the SMs' resident blocks with parts of at least min_keys_per_split keys), shared memory, and
+// the workspace layout.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
 
 #include "cuda/kernels/kvcache/plan.h"
 
@@ -38,15 +42,43 @@ TEST(KvCachePlan, HeuristicFillsTheResidentBlocks) {
   // d 128: 68 KB a block, 3 an SM on the H200: 396 resident blocks.
   const int64_t per_sm = kH200Optin / smem_bytes(128);
   ASSERT_EQ(per_sm, 3);
-  // batch 1, 8 kv heads, 32k keys: 8 blocks -> ceil(396 / 8) = 50 parts of 656 keys.
-  EXPECT_EQ(make_plan(1, 8, 1, 4, 32768, 0, 128, kH200Sms, kH200Optin).splits, 50);
+  // batch 1, 8 kv heads, 32k keys: 8 blocks -> 49 parts, 392 blocks in one wave (50 would be
+  // 400, a second wave of 4; 99 parts fill two waves, no more than 3% better).
+  EXPECT_EQ(make_plan(1, 8, 1, 4, 32768, 0, 128, kH200Sms, kH200Optin).splits, 49);
   // 1k keys: at most 1024 / 256 = 4 parts.
   EXPECT_EQ(make_plan(1, 8, 1, 4, 1024, 0, 128, kH200Sms, kH200Optin).splits, 4);
-  // Below two parts' worth of keys, or with enough blocks: no split.
+  // Below two parts' worth of keys: no split.
   EXPECT_EQ(make_plan(1, 8, 1, 4, 300, 0, 128, kH200Sms, kH200Optin).splits, 1);
-  EXPECT_EQ(make_plan(64, 8, 1, 4, 4096, 0, 128, kH200Sms, kH200Optin).splits, 1);
-  // One block, a huge cache: kMaxSplits.
-  EXPECT_EQ(make_plan(1, 1, 1, 1, 1 << 24, 0, 128, kH200Sms, kH200Optin).splits, kMaxSplits);
+  // 512 blocks (batch 64, 8 kv heads) are 1.3 waves: 3 parts make 1536, 3.9 waves.
+  EXPECT_EQ(make_plan(64, 8, 1, 4, 4096, 0, 128, kH200Sms, kH200Optin).splits, 3);
+  // From four waves on, no split (batch 64, 32 kv heads: 2048 blocks, 5.2 waves).
+  EXPECT_EQ(make_plan(64, 32, 1, 1, 4096, 0, 128, kH200Sms, kH200Optin).splits, 1);
+  // One block, a huge cache: the smallest count within 3% of kMaxSplits' one wave.
+  EXPECT_EQ(make_plan(1, 1, 1, 1, 1 << 24, 0, 128, kH200Sms, kH200Optin).splits, 125);
+}
+
+// The heuristic's choice against every count it could make: never more than 3% slower by its
+// own measure (waves / parts) than the best, and no smaller count as good.
+TEST(KvCachePlan, HeuristicIsTheSmallestWithinThreePercent) {
+  const int64_t workers = kH200Sms * (kH200Optin / smem_bytes(128));
+  for (int64_t batch : {1, 2, 3, 8, 13, 32, 64})
+    for (int64_t heads : {1, 8, 32})
+      for (int64_t keys : {512, 4096, 65536}) {
+        const Plan pl = make_plan(batch, heads, 1, 4, keys, 0, 128, kH200Sms, kH200Optin);
+        SCOPED_TRACE(std::to_string(batch) + " x " + std::to_string(heads) + " x " + std::to_string(keys));
+        const int64_t cap = std::min<int64_t>(keys / min_keys_per_split(128), kMaxSplits);
+        if (pl.blocks >= kSplitWavesBelow * workers || cap <= 1) {
+          EXPECT_EQ(pl.splits, 1);
+          continue;
+        }
+        auto cost = [&](int64_t n) { return double(waves_of(n * pl.blocks, workers)) / double(n); };
+        double best = cost(1);
+        for (int64_t n = 2; n <= cap; ++n) best = std::min(best, cost(n));
+        ASSERT_GE(pl.splits, 1);
+        ASSERT_LE(pl.splits, cap);
+        EXPECT_LE(cost(pl.splits), 1.03 * best + 1e-12);
+        for (int64_t n = 1; n < pl.splits; ++n) EXPECT_GT(cost(n), 1.03 * best - 1e-12) << n;
+      }
 }
 
 TEST(KvCachePlan, WorkspaceLayout) {

@@ -51,10 +51,23 @@ struct Plan {
   int64_t blocks = 0;     // row_tiles * batch * heads_kv, before the split
 };
 
+// Waves of the device's resident blocks that `blocks` blocks take (whole waves; a last one
+// partly filled counts as one).
+inline int64_t waves_of(int64_t blocks, int64_t workers) { return (blocks + workers - 1) / workers; }
+
+// From this many waves on, a call is not split for the waves' sake: its last wave's tail is under
+// a quarter of its time.
+constexpr int64_t kSplitWavesBelow = 4;
+
 // The parts of a call: the caller's num_splits (capped at kMaxSplits and at one per tile of keys),
-// else enough that the blocks cover every SM's resident blocks once, each part at least
-// min_keys_per_split keys long. sms / smem_optin: the device's; seqlen_k: the most keys an entry
-// attends to (a KV cache's capacity on CUDA).
+// else the count whose blocks fill the device's resident blocks (`workers`) best. A decode is
+// bound by memory, and a last wave of a few blocks reads at a fraction of the rate, so its time
+// goes as waves(n) / n (each part 1/n of the keys): the smallest n within 3% of the best n up to
+// the keys' limit (min_keys_per_split) and kMaxSplits, each part costing its partials' write and
+// the combine. (The first heuristic, enough parts to cover the workers once, overshot a wave:
+// 8 blocks went to 50 parts, 400 blocks on 396 workers, the last 4 a second wave.) sms /
+// smem_optin: the device's; seqlen_k: the most keys an entry attends to (a KV cache's capacity on
+// CUDA).
 inline Plan make_plan(int64_t batch, int64_t heads_kv, int64_t seqlen_q, int64_t group,
                       int64_t seqlen_k, int64_t num_splits, int kernel_d, int sms,
                       int smem_optin) {
@@ -73,12 +86,20 @@ inline Plan make_plan(int64_t batch, int64_t heads_kv, int64_t seqlen_q, int64_t
   int64_t per_sm = per_sm_smem < per_sm_threads ? per_sm_smem : per_sm_threads;
   if (per_sm < 1) per_sm = 1;
   const int64_t workers = int64_t(sms) * per_sm;
-  if (plan.blocks <= 0 || plan.blocks >= workers) return plan;
-  int64_t n = (workers + plan.blocks - 1) / plan.blocks;
-  const int64_t by_keys = seqlen_k / min_keys_per_split(kernel_d);
-  if (n > by_keys) n = by_keys;
-  if (n > kMaxSplits) n = kMaxSplits;
-  plan.splits = n > 1 ? n : 1;
+  if (plan.blocks <= 0 || plan.blocks >= kSplitWavesBelow * workers) return plan;
+  int64_t cap = seqlen_k / min_keys_per_split(kernel_d);
+  if (cap > kMaxSplits) cap = kMaxSplits;
+  if (cap <= 1) return plan;
+  // waves(n) / n compared without a division: waves(a) / a < waves(b) / b as waves(a) b < waves(b) a.
+  int64_t best = 1;
+  for (int64_t n = 2; n <= cap; ++n)
+    if (waves_of(n * plan.blocks, workers) * best < waves_of(best * plan.blocks, workers) * n) best = n;
+  const int64_t best_waves = waves_of(best * plan.blocks, workers);
+  for (int64_t n = 1; n <= best; ++n)  // the smallest n with waves(n) / n <= 1.03 waves(best) / best
+    if (100 * waves_of(n * plan.blocks, workers) * best <= 103 * best_waves * n) {
+      plan.splits = n;
+      break;
+    }
   return plan;
 }
 
