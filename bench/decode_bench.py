@@ -24,7 +24,8 @@ to heads_q (then its bytes are still counted as the logical K / V: what a user r
 
   python3 bench/decode_bench.py --json out.json [--quick] [--commit SHA] [--append]
       [--batches 1,8] [--caches 1024,...] [--heads 32/8,32/32] [--sq 1,4] [--pages 0,16,256]
-      [--backends flashattn,torch-cudnn,torch-fa2] [--repeats 30] [--rounds N] [--max-gb 40]
+      [--backends flashattn,torch-cudnn,torch-fa2] [--splits 1,3,8] [--repeats 30] [--rounds N]
+      [--max-gb 40]
       [--device cpu]   (a smoke run on the CPU backend: eager, ours only)
 """
 import argparse
@@ -72,14 +73,20 @@ def cell_sets(b, s, hq, hk, sq, page, append, device, nsets):
     return sets
 
 
-def ours(st, append):
+def ours(st, append, splits=0):
     if append:
         return flashattn.flash_attn_with_kvcache(
             st["q"], st["k"], st["v"], k=st["k_new"], v=st["v_new"], rotary_cos=st["cos"],
-            rotary_sin=st["sin"], cache_seqlens=st["seqlens"], block_table=st["table"])
+            rotary_sin=st["sin"], cache_seqlens=st["seqlens"], block_table=st["table"],
+            num_splits=splits)
     return flashattn.flash_attn_with_kvcache(st["q"], st["k"], st["v"],
                                              cache_seqlens=st["seqlens"],
-                                             block_table=st["table"])
+                                             block_table=st["table"], num_splits=splits)
+
+
+def our_splits(name):
+    """num_splits of one of our backends: flashattn (the library's choice, 0) or flashattn-sN."""
+    return 0 if name == "flashattn" else int(name[len("flashattn-s"):])
 
 
 def sdpa_call(st, backend):
@@ -146,6 +153,9 @@ def main():
     ap.add_argument("--sq", default="1,4")
     ap.add_argument("--pages", default="0,16,256")
     ap.add_argument("--backends", default="flashattn,torch-cudnn,torch-fa2")
+    ap.add_argument("--splits", default="",
+                    help="also time ours with these num_splits (e.g. 1,3,8), as flashattn-sN, "
+                         "on the dense cache without append: the split heuristic's ablation")
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--max-gb", type=float, default=40.0)
@@ -155,6 +165,9 @@ def main():
         a.batches, a.caches = "1,64", "4096,131072"
     dev = a.device
     backends = a.backends.split(",") if dev == "cuda" else ["flashattn"]
+    if a.splits and "flashattn" in backends:
+        at = backends.index("flashattn") + 1
+        backends[at:at] = [f"flashattn-s{int(n)}" for n in a.splits.split(",")]
     header = {"commit": a.commit, "command": " ".join(sys.argv)}
     if dev == "cuda":
         from gpu_common import ceilings, record_header
@@ -179,8 +192,9 @@ def main():
                                 if name != "flashattn" and (page or append):
                                     continue
                                 try:
-                                    if name == "flashattn":
-                                        fns = [lambda st=st: ours(st, append) for st in sets]
+                                    if name.startswith("flashattn"):
+                                        n = our_splits(name)
+                                        fns = [lambda st=st, n=n: ours(st, append, n) for st in sets]
                                         how = None
                                     else:
                                         made = [sdpa_call(st, name) for st in sets]
