@@ -86,10 +86,12 @@ struct CudaRow {
   }
 };
 
-// cuda-sm90 (Hopper-native: TMA, wgmma, warp specialisation) is in play for forward calls on an
-// sm90 device with the family switched on (Tuning::sm90_fwd); it has no backward yet (issue 28).
+// cuda-sm90 (Hopper-native: TMA, wgmma, warp specialisation) is in play on an sm90 device for
+// forwards with Tuning::sm90_fwd on and for backwards with Tuning::sm90_bwd on (issue 28; off by
+// default until its first GPU run).
 bool sm90_applies(const Params&, Pass pass, const Context& ctx) {
-  return pass == Pass::Forward && ctx.tuning.sm90_fwd && ctx.device.major == 9;
+  if (ctx.device.major != 9) return false;
+  return pass == Pass::Forward ? ctx.tuning.sm90_fwd : ctx.tuning.sm90_bwd;
 }
 // cuda-kvcache is in play for forwards with a KV cache's fields or num_splits > 1 (the other
 // CUDA families refuse those), and for every forward under Tuning::kvcache_all.
@@ -98,7 +100,7 @@ bool kvcache_applies(const Params& p, Pass pass, const Context& ctx) {
   return p.uses_kv_cache() || (ctx.tuning.kvcache_all && p.dropout_p == 0.f);
 }
 using KvCacheRow = CudaRow<CudaFamily::KvCache>;  // forward only
-using Sm90Row = CudaRow<CudaFamily::Sm90>;     // forward only
+using Sm90Row = CudaRow<CudaFamily::Sm90>;     // Hopper: forward, backward (Tuning::sm90_bwd)
 using Sm80Row = CudaRow<CudaFamily::Sm80>;     // FlashAttention-2: Ampere, Ada, Hopper
 using VanillaRow = CudaRow<CudaFamily::Vanilla>;  // cuBLAS + softmax kernel, S / P in the workspace
 #endif

@@ -33,14 +33,14 @@ namespace fa {
 // The CUDA rows of the registry (src/api/dispatch.cpp orders them and says what they serve; the
 // backend implements them).
 enum class CudaFamily : int32_t {
-  Sm90 = 0,     // Hopper-native forward: TMA, wgmma, warp specialisation
+  Sm90 = 0,     // Hopper-native forward and backward: TMA, wgmma, warp specialisation
   Sm80 = 1,     // FlashAttention-2: mma.sync + cp.async (Ampere, Ada, Hopper)
   Vanilla = 2,  // standard attention: cuBLAS + softmax kernel
   KvCache = 3,  // KV caches (dense, paged), split-KV, append + rotary: mma.sync + cp.async
 };
 
 // Bumped whenever the table or the meaning of an entry changes.
-constexpr uint32_t kCudaBackendAbi = 2;
+constexpr uint32_t kCudaBackendAbi = 3;  // 3: Sm90 serves backwards (Tuning::sm90_bwd)
 
 struct CudaBackend {
   // device_count never fails: 0 without a driver or a GPU.

@@ -21,6 +21,9 @@
 #ifndef FA_TUNING_SM90_FWD
 #define FA_TUNING_SM90_FWD 1
 #endif
+#ifndef FA_TUNING_SM90_BWD
+#define FA_TUNING_SM90_BWD 0
+#endif
 #ifndef FA_TUNING_SM90_FWD_SCHEDULE
 #define FA_TUNING_SM90_FWD_SCHEDULE 2
 #endif
@@ -56,6 +59,11 @@ struct Tuning {
   // The Hopper-native forward family (cuda-sm90) takes the calls it serves on sm90 (on by
   // default; off sends every forward to cuda-sm80, as before the family).
   bool sm90_fwd = FA_TUNING_SM90_FWD != 0;
+  // cuda-sm90 takes the backwards it serves on sm90 (kernels/sm90/bwd_kernel.cuh: fp16 / bf16, d
+  // 64 / 128, full or causal, fixed-length batches). Off by default: written and compile-checked,
+  // not yet run on a GPU (tests/test_gpu_sm90_bwd.cpp turns it on); off, cuda-sm80 runs every
+  // backward, as before the kernel.
+  bool sm90_bwd = FA_TUNING_SM90_BWD != 0;
   // cuda-sm90's consumer schedule, each a lever on the previous (sm90/fwd_kernel.cuh, Schedule):
   // 0 one key tile at a time (the ablation's baseline, and a reference when debugging), 1 the
   // intra-warpgroup overlap, 2 overlap and ping-pong between the two consumer warpgroups.

@@ -9,10 +9,12 @@
 #include "core/cuda_backend.h"
 #include "core/error.h"
 #include "cuda/backend.h"
+#include "cuda/bwd_sm90.h"
 #include "cuda/fwd_sm90.h"
 #include "cuda/head_dim_pad.h"
 #include "cuda/kvcache.h"
 #include "cuda/kernels/vanilla/vanilla.h"
+#include "fa_build_config.h"  // generated: FA_SM80_BWD_DIMS where the backward kernels are built
 
 namespace fa::cuda {
 namespace {
@@ -63,6 +65,16 @@ void check_family(CudaFamily f, const Params& p, bool backward, const Context& c
       return;
     }
     case CudaFamily::Sm90: {
+      if (backward) {
+        // What every CUDA backward needs (the gradients' alignment too); FA_ERROR_BACKEND in a
+        // build without backward kernels, which has no sm90 backward either.
+        check_backward(p, ctx);
+#ifdef FA_SM80_BWD_DIMS
+        const std::string why = sm90_bwd_refusal(p, ctx);
+        if (!why.empty()) fail(FA_ERROR_UNSUPPORTED, "cuda-sm90: ", why);
+#endif
+        return;
+      }
       check_forward(p, ctx);  // what every CUDA kernel needs (arch, dtype, alignment, sizes)
       const std::string why = sm90_fwd_refusal(p, ctx);
       if (!why.empty()) fail(FA_ERROR_UNSUPPORTED, "cuda-sm90: ", why);
@@ -79,7 +91,11 @@ void check_family(CudaFamily f, const Params& p, bool backward, const Context& c
 size_t workspace_family(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
   switch (f) {
     case CudaFamily::KvCache: return backward ? 0 : kvcache_workspace(p, ctx);
-    case CudaFamily::Sm90: return backward ? 0 : sm90_forward_workspace(p, ctx);
+    case CudaFamily::Sm90:
+#ifdef FA_SM80_BWD_DIMS
+      if (backward) return sm90_backward_workspace(p, ctx);
+#endif
+      return backward ? 0 : sm90_forward_workspace(p, ctx);
     case CudaFamily::Sm80: return backward ? backward_workspace(p, ctx) : 0;
     case CudaFamily::Vanilla:
       return backward ? vanilla::backward_workspace(p) : vanilla::forward_workspace(p);
@@ -91,7 +107,15 @@ void run_family(CudaFamily f, const Params& p, bool backward, const Context& ctx
                 size_t bytes, void* stream) {
   switch (f) {
     case CudaFamily::KvCache: return kvcache_forward(p, ctx, ws, bytes, stream);  // forward only
-    case CudaFamily::Sm90: return sm90_forward(p, ctx, ws, bytes, stream);  // forward only
+    case CudaFamily::Sm90:
+      if (backward) {
+#ifdef FA_SM80_BWD_DIMS
+        return sm90_backward(p, ctx, ws, bytes, stream);
+#else
+        fail(FA_ERROR_BACKEND, "no CUDA backward kernel in this build");  // (check refuses first)
+#endif
+      }
+      return sm90_forward(p, ctx, ws, bytes, stream);
     case CudaFamily::Sm80:
       return backward ? cuda::backward(p, ctx, ws, bytes, stream) : forward(p, ctx, stream);
     case CudaFamily::Vanilla:

@@ -1,0 +1,392 @@
+// The Hopper-native backward's main kernel (sm_90a, issue 28), first version: correct first, on
+// the primitives of the sm90 forward (wgmma, TMA, mbarriers, named barriers, setmaxnreg). The
+// sm80 family's preprocess (scale · D, LSE · log2 e, the cleared fp32 dQ accumulator) and
+// postprocess (the accumulator into dq) run around it unchanged: this kernel adds into the same
+// workspace (sm80/bwd_traits.h, BwdWorkspace), in a tile order the postprocess reads through
+// BwdTraits::DqLayout.
+//
+// A block takes one key tile (kBlockN = 128 keys) of one (kv head, batch entry) and walks every
+// (query head of the group, query tile of kBlockM = 64 queries) pair whose rows see one of its
+// keys (sm80/tile_ranges.h, KeyTileQueries: the visibility rule of core/mask.h, bottom-right
+// aligned): K and V are loaded once, dK and dV stay in registers across the walk (GQA: summed
+// over the group's query heads), dQ is added into the workspace each step.
+//
+//   warpgroup 0  producer: one thread issues the TMA copies (K, V once; each step's Q and dO
+//                tiles) and warp 0's lanes copy the step's LSE · log2 e and scale · D rows
+//                from the workspace, through a ring of kStages stages (full barriers: the
+//                copies' bytes and the lanes' arrivals; empty barriers: every consumer thread's
+//                release); it gives most of its registers to
+//   warpgroups 1, 2  consumers: warpgroup c owns keys 64 c .. 64 c + 63 of the tile (one wgmma
+//                m64), and at each step
+//     Sᵀ  = K_c · Qᵀ, dPᵀ = V_c · dOᵀ   SS-wgmma, 64 keys x 64 queries, fp32 registers;
+//     P   = exp2(Sᵀ · scale · log2 e - LSE · log2 e) (0 where masked),
+//     dS  = P ∘ (scale · dPᵀ - scale · D)  (the scale folded in, as the sm80 family does);
+//     dV += Pᵀ · dO, dK += dSᵀ · Q          RS-wgmma: P and dS (keys as M) are the A operands
+//                                          straight from the registers (their C fragments are
+//                                          the A fragments, mma.cuh), dO / Q MN-major as B;
+//     dS -> shared memory (row = query, column = key: the K-major A of dQ), both warpgroups'
+//          halves behind one named barrier;
+//     dQ  = dS · K                          SS-wgmma, 64 queries x 64 columns, K MN-major as B;
+//                                          at d 128 warpgroup c takes column block (c + step) %
+//                                          2 over the 128 keys, at d 64 the one block over its
+//                                          own 64 keys (both add); added into the fp32 workspace
+//                                          with red.global.add.v2.f32 in the tile order of
+//                                          sm80/dq_layout.h (each warp instruction 256
+//                                          contiguous bytes).
+//
+// Shared memory: K, V [kBlockN x d]; kStages x (Q, dO) [kBlockM x d]; two dS buffers [kBlockM x
+// kBlockN] (a warpgroup writes step s + 1's half while the other may still read step s's); the
+// LSE / D rows of each stage; the barriers. All tiles in the 128-byte swizzled 64-column blocks
+// of tile/swizzle.h that TMA's SWIZZLE_128B writes and the wgmma descriptors read.
+// d 128: 160 KB + 1 KB; d 64: 96 KB + 1 KB.
+//
+// Served (sm90_bwd_refusal in bwd_sm90.cu says why not otherwise; cuda-sm80 runs the rest):
+// fp16 / bf16, head dims 64 and 128, full and causal attention (bottom-right), GQA / MQA,
+// seqlen_q != seqlen_k, fixed-length batches. Not yet: windows, softcap, ALiBi, dropout, packed
+// batches, the deterministic mode, other head dims; the overlap of the products with the
+// element-wise pass, TMA reduce-add of dQ, a persistent scheduler. NOT YET RUN ON A GPU: written
+// and compile-checked only (tests/test_gpu_sm90_bwd.cpp is its first check).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/mask.h"
+#include "core/params.h"
+#include "cuda/arch/exp2.cuh"
+#include "cuda/arch/ldmatrix.cuh"  // smem_addr
+#include "cuda/arch/memory.cuh"    // red_add2
+#include "cuda/arch/mma.cuh"       // pack2, pack_a
+#include "cuda/arch/sync.cuh"
+#include "cuda/arch/tma.cuh"
+#include "cuda/arch/wgmma.cuh"
+#include "cuda/arch/wgmma_desc.h"
+#include "cuda/kernels/sm80/bwd_traits.h"  // BwdWorkspace
+#include "cuda/kernels/sm80/dq_layout.h"
+#include "cuda/kernels/sm80/tile_ranges.h"  // KeyTileQueries, KeyTileUnmasked
+#include "cuda/tensor_map.h"
+#include "cuda/tile/swizzle.h"
+
+namespace fa::cuda::sm90 {
+
+template <int kHeadDim_, typename Tag_>
+struct BwdTraits {
+  using Tag = Tag_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "first version: head dims 64 and 128");
+  static constexpr int kConsumers = 2;    // consumer warpgroups
+  static constexpr int kWgThreads = 128;  // a warpgroup: four warps
+  static constexpr int kThreads = kWgThreads * (1 + kConsumers);
+  static constexpr int kWgKeys = 64;  // keys a consumer: the M of one wgmma for Sᵀ, dPᵀ, dK, dV
+  // Keys a block: two consumers' 64. dK + dV then hold d fp32 registers a thread (128 at d 128),
+  // Sᵀ + dPᵀ 64 more, within the consumers' 240.
+  static constexpr int kBlockN = kWgKeys * kConsumers;
+  // Queries a step: the N of Sᵀ / dPᵀ (32 fp32 registers each), the K of dV / dK, the M of dQ
+  // (one wgmma m64); FlashAttention-3's choice at d 128 too.
+  static constexpr int kBlockM = 64;
+  // Stages of the Q / dO ring: two let step s + 1's copies land under step s (a third fits at
+  // d 128, 193 KB; not measured).
+  static constexpr int kStages = 2;
+  // Registers a thread after the hand-over: 128 x 32 + 256 x 240 = 65536, the SM's.
+  static constexpr int kProducerRegs = 32, kConsumerRegs = 240;
+  static_assert(kWgThreads * kProducerRegs + kConsumers * kWgThreads * kConsumerRegs <= 65536,
+                "the SM's register file");
+  using KvTile = SwizzledTile<kBlockN, kHeadDim>;
+  using QTile = SwizzledTile<kBlockM, kHeadDim>;  // Q and dO
+  using DsTile = SwizzledTile<kBlockM, kBlockN>;  // dS: row = query, column = key
+  static constexpr int kKvBytes = KvTile::kElems * 2, kQBytes = QTile::kElems * 2;
+  static constexpr int kDsBytes = DsTile::kElems * 2;
+  // dQ a wgmma: 64 queries x 64 columns (32 fp32 registers). At d 128 the two consumers take one
+  // column block each over the tile's 128 keys; at d 64 each takes the one block over its own 64
+  // keys, and both add (twice the reductions of one block over 128 keys: a block alternating
+  // between the consumers, behind a branch on the warpgroup, made ptxas serialize every wgmma of
+  // the kernel, C7520).
+  static constexpr int kDqCols = 64;
+  static constexpr int kDqBlocks = kHeadDim / kDqCols;
+  static_assert(kDqBlocks == 1 || kDqBlocks == 2, "one or two dQ column blocks");
+  static constexpr int kDqKeys = kDqBlocks == 2 ? kBlockN : kWgKeys;  // the K of a dQ product
+  // The accumulator's tile order (kBlockM rows x kHeadDim columns a tile): warp w of the
+  // consumer taking column block blk adds the pairs of "warp" 4 blk + w (rows 16 w .. 16 w + 15).
+  using DqLayout = sm80::DqTileLayout<16, kDqCols, 4>;
+  static_assert(4 * 16 == kBlockM, "the dQ layout's four warps cover the step's rows");
+  // Shared memory: K, V, kStages Q, kStages dO, two dS buffers, kStages x (LSE, D) rows of
+  // kBlockM floats, then the barriers: kv_full, full[kStages], empty[kStages].
+  static constexpr int kKOffset = 0, kVOffset = kKvBytes, kQOffset = 2 * kKvBytes;
+  static constexpr int kDoOffset = kQOffset + kStages * kQBytes;
+  static constexpr int kDsOffset = kDoOffset + kStages * kQBytes;
+  static constexpr int kStatsOffset = kDsOffset + 2 * kDsBytes;
+  static constexpr int kBarOffset = kStatsOffset + kStages * 2 * kBlockM * 4;
+  static constexpr int kSmemBytes = kBarOffset + 8 * (1 + 2 * kStages);
+  static_assert(kKvBytes % 1024 == 0 && kQBytes % 1024 == 0 && kDsBytes % 1024 == 0,
+                "tiles on 1024-byte boundaries (the 128-byte swizzle's atoms)");
+  static_assert(kSmemBytes <= 232448, "the H200's shared memory a block (227 KB)");
+};
+
+// The TMA maps of q, dout (boxes of 64 columns x kBlockM rows of one head) and k, v (64 columns
+// x kBlockN rows).
+struct BwdMaps {
+  CUtensorMap q, dout, k, v;
+};
+
+template <int kN>
+__device__ __forceinline__ float (&bwd_frag4(float (&acc)[kN], int j))[4] {
+  return *reinterpret_cast<float(*)[4]>(&acc[4 * j]);
+}
+
+// Grid (key tiles of kBlockN, kv heads, batch); T::kThreads threads, T::kSmemBytes of dynamic
+// shared memory. ws: the sm80 backward's workspace, after its preprocess (stream order).
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1)
+    bwd_kernel(const __grid_constant__ Params p, const __grid_constant__ BwdMaps maps,
+               const sm80::BwdWorkspace ws) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Tag = typename T::Tag;
+  constexpr int kD = T::kHeadDim, kN = T::kBlockN, kM = T::kBlockM, kStages = T::kStages;
+  constexpr int kBoxCols = T::QTile::kBlockCols;  // a TMA box: one 64-column block
+  extern __shared__ __align__(1024) unsigned char smem[];
+  const uint32_t base = smem_addr(smem);
+  const uint32_t sK = base + T::kKOffset, sV = base + T::kVOffset;
+  auto sQ = [&](int s) { return base + uint32_t(T::kQOffset + s * T::kQBytes); };
+  auto sdO = [&](int s) { return base + uint32_t(T::kDoOffset + s * T::kQBytes); };
+  float* const stats = reinterpret_cast<float*>(smem + T::kStatsOffset);
+  auto lse_of = [&](int s) { return stats + s * 2 * kM; };       // LSE · log2 e, kM rows
+  auto dsum_of = [&](int s) { return stats + s * 2 * kM + kM; };  // scale · D, kM rows
+  const uint32_t bars = base + T::kBarOffset;
+  const uint32_t kv_full = bars;
+  auto full = [&](int s) { return bars + 8u * uint32_t(1 + s); };
+  auto empty = [&](int s) { return bars + 8u * uint32_t(1 + kStages + s); };
+  // The producer warp's lanes each arrive on a stage's full barrier after their LSE / D stores,
+  // lane 0 once more with the copies' bytes.
+  constexpr uint32_t kFullArrivals = 1 + 32;
+  constexpr uint32_t kEmptyArrivals = T::kConsumers * T::kWgThreads;  // every consumer thread
+
+  const int tid = threadIdx.x, wg = tid / T::kWgThreads, lane = tid % 32;
+  const int warp = (tid % T::kWgThreads) / 32;  // in the warpgroup
+  const int nb = int(blockIdx.x), hk = int(blockIdx.y), b = int(blockIdx.z);
+  const SeqInfo sq = p.seq(b);  // fixed-length batches (the refusal): the whole tensors
+  const int64_t n0 = int64_t(nb) * kN;
+  const int len_q = int(sq.len_q), len_k = int(sq.len_k);
+  const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
+  // The query tiles whose rows see a key of this tile, and those at which no element is masked.
+  const sm80::KeyTileQueries qt(vis, sq.len_q, sq.len_k, nb, kN, kM);
+  const sm80::KeyTileUnmasked um(vis, sq.len_q, sq.len_k, nb, kN, kM);
+  const int m_steps = n0 < sq.len_k ? qt.end - qt.begin : 0;
+  const int group = int(p.group());
+  const int steps = m_steps * group;  // (query head of the group, query tile), head-major
+  const int64_t acc0 = sm80::acc_row(p, b, sq);
+  // Step i's query head and first query row, as producer and consumers both walk them.
+  auto step_head = [&](int i) { return hk * group + i / m_steps; };
+  auto step_m0 = [&](int i) { return (qt.begin + i % m_steps) * kM; };
+
+  if (tid == 0) {
+    mbar_init(kv_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full(s), kFullArrivals);
+      mbar_init(empty(s), kEmptyArrivals);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // ---- producer
+    setmaxnreg_dec<T::kProducerRegs>();
+    // A tile no query sees issues no copy (the block must not end with copies in flight).
+    if (warp == 0 && steps > 0) {
+      if (lane == 0) {
+        mbar_arrive_expect_tx(kv_full, uint32_t(2 * T::kKvBytes));
+#pragma unroll
+        for (int blk = 0; blk < T::KvTile::kBlocks; ++blk) {
+          const uint32_t off = uint32_t(blk * kN) * kSw128RowBytes;
+          tma_load_4d(sK + off, &maps.k, blk * kBoxCols, hk, int(sq.k_start + n0), b, kv_full);
+          tma_load_4d(sV + off, &maps.v, blk * kBoxCols, hk, int(sq.k_start + n0), b, kv_full);
+        }
+      }
+      for (int i = 0; i < steps; ++i) {
+        const int s = i % kStages;
+        const int hq = step_head(i), m0 = step_m0(i);
+        if (i >= kStages) mbar_wait(empty(s), uint32_t(((i / kStages) & 1) ^ 1));
+        if (lane == 0) {
+          mbar_arrive_expect_tx(full(s), uint32_t(2 * T::kQBytes));
+#pragma unroll
+          for (int blk = 0; blk < T::QTile::kBlocks; ++blk) {
+            const uint32_t off = uint32_t(blk * kM) * kSw128RowBytes;
+            tma_load_4d(sQ(s) + off, &maps.q, blk * kBoxCols, hq, int(sq.q_start + m0), b, full(s));
+            tma_load_4d(sdO(s) + off, &maps.dout, blk * kBoxCols, hq, int(sq.q_start + m0), b,
+                        full(s));
+          }
+        }
+        // Rows past the sequence take LSE = D = 0 (their Q and dO arrive as zeros): P = 1 there
+        // but dV, dK and dS get nothing from them, and their dQ rows are spare ones.
+        float* lse = lse_of(s);
+        float* dsum = dsum_of(s);
+#pragma unroll
+        for (int r = lane; r < kM; r += 32) {
+          const int row = m0 + r;
+          const bool ok = row < len_q;
+          const int64_t at = int64_t(hq) * ws.rows + acc0 + row;
+          lse[r] = ok ? ws.lse2[at] : 0.f;
+          dsum[r] = ok ? ws.dsum[at] : 0.f;
+        }
+        mbar_arrive(full(s));  // releases this lane's stores to the consumers' wait
+      }
+    }
+    return;
+  }
+
+  // ---- consumers: warpgroup c owns keys n0 + 64 c .. + 63; this thread keys
+  // key0 = n0 + 64 c + 16 warp + g and key0 + 8 (its C-fragment rows), queries 8 j + 2 t, + 1.
+  setmaxnreg_inc<T::kConsumerRegs>();
+  const int c = wg - 1, g = lane / 4, t = lane % 4;
+  const uint32_t sKc = sK + uint32_t(T::kWgKeys * c) * kSw128RowBytes;  // this consumer's keys
+  const uint32_t sVc = sV + uint32_t(T::kWgKeys * c) * kSw128RowBytes;
+  const int key0 = int(n0) + T::kWgKeys * c + 16 * warp + g;
+  const float scale = p.softmax_scale, scale_log2 = p.softmax_scale * kLog2e;
+  // dV, dK: this consumer's 64 keys x d, fp32, accumulated over the whole walk.
+  float dv[kD / 2], dk[kD / 2];
+#pragma unroll
+  for (int i = 0; i < kD / 2; ++i) dv[i] = dk[i] = 0.f;
+  if (steps > 0) mbar_wait(kv_full, 0);
+
+  for (int i = 0; i < steps; ++i) {
+    const int s = i % kStages;
+    const int hq = step_head(i), m0 = step_m0(i), mb = m0 / kM;
+    mbar_wait(full(s), uint32_t((i / kStages) & 1));
+
+    // Sᵀ = K_c · Qᵀ and dPᵀ = V_c · dOᵀ: (64 keys x kM queries) each, over the head dim.
+    float st[kM / 2], dpt[kM / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks)
+      wgmma_ss<Tag, kM>(st, kmajor_sw128_desc(sKc, kN, 16 * ks),
+                        kmajor_sw128_desc(sQ(s), kM, 16 * ks), ks > 0);
+#pragma unroll
+    for (int ks = 0; ks < kD / 16; ++ks)
+      wgmma_ss<Tag, kM>(dpt, kmajor_sw128_desc(sVc, kN, 16 * ks),
+                        kmajor_sw128_desc(sdO(s), kM, 16 * ks), ks > 0);
+    wgmma_commit();
+    wgmma_acc_fence(st);
+    wgmma_acc_fence(dpt);
+    wgmma_wait<0>();
+    wgmma_acc_fence(st);
+    wgmma_acc_fence(dpt);
+
+    // P and dS in place (st <- P, dpt <- dS). Element 4 j + e: key key0 + 8 (e / 2), query
+    // m0 + 8 j + 2 t + e % 2. A step outside the unmasked query tiles tests each element: keys
+    // past len_k, queries past len_q, pairs the visibility rule hides.
+    const bool masked = mb < um.begin || mb >= um.end;
+    const float* lse = lse_of(s);
+    const float* dsum = dsum_of(s);
+#pragma unroll
+    for (int j = 0; j < kM / 8; ++j) {
+      const int q_loc = 8 * j + 2 * t;
+      const float2 l2 = *reinterpret_cast<const float2*>(lse + q_loc);
+      const float2 dd = *reinterpret_cast<const float2*>(dsum + q_loc);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float pr = exp2_fast(fmaf(st[4 * j + e], scale_log2, (e & 1) ? -l2.y : -l2.x));
+        if (masked) {
+          const int key = key0 + 8 * (e >> 1), q = m0 + q_loc + (e & 1);
+          if (key >= len_k || q >= len_q || !vis.visible(q, key)) pr = 0.f;
+        }
+        st[4 * j + e] = pr;
+        dpt[4 * j + e] = pr * fmaf(dpt[4 * j + e], scale, (e & 1) ? -dd.y : -dd.x);
+      }
+    }
+    // Pᵀ and dSᵀ as the A operands of dV and dK (keys as M, the step's queries as K): the C
+    // fragments of n-tiles 2 kk, 2 kk + 1 are the A fragment of k-step kk.
+    uint32_t pf[kM / 16][4], dsf[kM / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kM / 16; ++kk) {
+      pack_a<Tag>(bwd_frag4(st, 2 * kk), bwd_frag4(st, 2 * kk + 1), pf[kk]);
+      pack_a<Tag>(bwd_frag4(dpt, 2 * kk), bwd_frag4(dpt, 2 * kk + 1), dsf[kk]);
+    }
+    // dS (row = query, column = key) into buffer i % 2 for dQ, the same 16-bit values as dsf:
+    // element (query q, key k) at the swizzled byte offset of DsTile (wgmma_desc.h).
+    const int buf = i & 1;
+    unsigned char* const ds_tile = smem + T::kDsOffset + buf * T::kDsBytes;
+#pragma unroll
+    for (int kk = 0; kk < kM / 16; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        // dsf[kk][r]: n-tile 2 kk + r / 2, key row half r % 2, queries 2 t, + 1 (pack_a).
+        const int q = 16 * kk + 8 * (r >> 1) + 2 * t;
+        const int key = T::kWgKeys * c + 16 * warp + g + 8 * (r & 1);
+        *reinterpret_cast<uint16_t*>(ds_tile + sw128_byte_offset(kM, q, key)) =
+            uint16_t(dsf[kk][r] & 0xffffu);
+        *reinterpret_cast<uint16_t*>(ds_tile + sw128_byte_offset(kM, q + 1, key)) =
+            uint16_t(dsf[kk][r] >> 16);
+      }
+    fence_proxy_async_shared();  // the stores, before wgmma reads them
+    // Both consumers' halves of dS are in place. (Buffer i % 2 is free: the other consumer read
+    // it at step i - 2 and waited for that before arriving here at step i - 1.)
+    named_barrier_sync(NamedBarrier::kConsumers, T::kConsumers * T::kWgThreads);
+
+    // dV += Pᵀ · dO, dK += dSᵀ · Q (dO, Q MN-major: the step's queries are K), and this
+    // consumer's dQ block = dS · K (dS K-major, K MN-major) over keys dq_key0 .. + kDqKeys - 1.
+    const int dq_blk = T::kDqBlocks == 2 ? (c + i) & 1 : 0;
+    const int dq_key0 = T::kDqBlocks == 2 ? 0 : T::kWgKeys * c;
+    const uint32_t sDs = base + uint32_t(T::kDsOffset + buf * T::kDsBytes);
+    float dq[T::kDqCols / 2];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kM / 16; ++kk)
+      wgmma_rs<Tag, kD, 1>(dv, pf[kk], mnmajor_sw128_desc(sdO(s), kM, 16 * kk), true);
+#pragma unroll
+    for (int kk = 0; kk < kM / 16; ++kk)
+      wgmma_rs<Tag, kD, 1>(dk, dsf[kk], mnmajor_sw128_desc(sQ(s), kM, 16 * kk), true);
+    {
+      const uint32_t sKb = sK + uint32_t(dq_blk * kN) * kSw128RowBytes;
+#pragma unroll
+      for (int kk = 0; kk < T::kDqKeys / 16; ++kk)
+        wgmma_ss<Tag, T::kDqCols, 0, 1>(dq, kmajor_sw128_desc(sDs, kM, dq_key0 + 16 * kk),
+                                        mnmajor_sw128_desc(sKb, kN, dq_key0 + 16 * kk), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_acc_fence(dv);
+    wgmma_acc_fence(dk);
+    wgmma_acc_fence(dq);
+    wgmma_wait<0>();
+    wgmma_acc_fence(dv);
+    wgmma_acc_fence(dk);
+    wgmma_acc_fence(dq);
+    wgmma_keep(pf);
+    wgmma_keep(dsf);
+    mbar_arrive(empty(s));  // this thread is done with the stage's Q, dO, LSE and D
+    {
+      // The step's tile of the accumulator: rows m0 .. m0 + kM - 1 of head hq (a partial last
+      // tile adds its rows past the sequence, zeros, into the sequence's spare rows).
+      using DqL = typename T::DqLayout;
+      float* acc = ws.dq_acc + (int64_t(hq) * ws.rows + acc0 + m0) * kD;
+      const int wq = 4 * dq_blk + warp;
+#pragma unroll
+      for (int j = 0; j < DqL::kReds; ++j) {
+        const int nt = DqL::nt(j), r = DqL::half(j);
+        red_add2(acc + DqL::pair_offset(wq, lane, j), dq[4 * nt + 2 * r], dq[4 * nt + 2 * r + 1]);
+      }
+    }
+  }
+
+  // dK, dV out: this thread's keys key0, key0 + 8, columns 8 j + 2 t, + 1 (keys past len_k are
+  // not written). A tile no query sees writes zeros.
+  const int d = int(p.head_dim);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = key0 + 8 * r;
+    if (key >= len_k) continue;
+    uint16_t* dk_row = p.dk.at<uint16_t>(b, sq.k_start + key, hk);
+    uint16_t* dv_row = p.dv.at<uint16_t>(b, sq.k_start + key, hk);
+#pragma unroll
+    for (int j = 0; j < kD / 8; ++j) {
+      const int col = 8 * j + 2 * t;
+      if (col >= d) continue;
+      *reinterpret_cast<uint32_t*>(dk_row + col) = pack2<Tag>(dk[4 * j + 2 * r], dk[4 * j + 2 * r + 1]);
+      *reinterpret_cast<uint32_t*>(dv_row + col) = pack2<Tag>(dv[4 * j + 2 * r], dv[4 * j + 2 * r + 1]);
+    }
+  }
+#else
+  (void)p, (void)maps, (void)ws;
+#endif
+}
+
+}  // namespace fa::cuda::sm90
