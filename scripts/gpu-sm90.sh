@@ -5,16 +5,17 @@
 #                                      cuda-sm90 grid under its three schedules and the fallback
 #                                      assertions; memcheck, racecheck and synccheck on a small
 #                                      subset. Summary last.
-#   scripts/gpu-sm90.sh bench OUTDIR [launch|schedules]
+#   scripts/gpu-sm90.sh bench OUTDIR [launch|schedules|d64]
 #                                      the quick forward grid (bf16) with the library as it ships
-#                                      (cuda-sm80) beside builds whose cuda-sm90 is on, in one
-#                                      bench/ab.sh cmake run (the ablation's tables): `launch`
-#                                      (default) the family's defaults (ping-pong, the dynamic
-#                                      scheduler, 64 keys a tile at d 256) and each with one lever
-#                                      changed: the static walk for tiles of one length, one block
-#                                      a tile, 80 keys at d 256; `schedules` schedule 0, 1 and 2.
-#                                      (Five builds and the bench: about 7 minutes; a call of its
-#                                      own.)
+#                                      (cuda-sm90 the default forward on sm90) beside builds with
+#                                      one lever changed each, in one bench/ab.sh cmake run (the
+#                                      ablation's tables): `launch` (default) the static walk for
+#                                      tiles of one length, one block a tile, 80 keys at d 256;
+#                                      `schedules` schedules 0 and 1 and cuda-sm80; `d64` 192 keys
+#                                      a tile at d 64 and cuda-sm80, d 64 only (three small builds).
+#                                      (launch: four builds and the bench, over 9 minutes at
+#                                      05243cc: the device call's limit cut its d 256 cells; run
+#                                      `FA_AB_BASE_LIB=... ` or fewer variants where time is short.)
 # Environment: FA_GTEST_SOURCE_DIR (default .deps/googletest: carry .deps/googletest; the bench
 # step builds the tools too, so carry .deps/CLI11, .deps/fmt and .deps/nlohmann_json for it),
 # FA_COMMIT.
@@ -60,18 +61,25 @@ case $mode in
     done
     ;;
   bench)
-    on='-DFA_TUNING_SM90_FWD=1'
+    # The library as it ships (cuda-sm90 the default forward) is the base; each variant one lever.
+    dims="64;128;256" bench_dims=64,128,256
     case ${3:-launch} in
       schedules)  # the consumers' schedules, each with the default launch
-        variants=(sm90s0="$on -DFA_TUNING_SM90_FWD_SCHEDULE=0" sm90s1="$on -DFA_TUNING_SM90_FWD_SCHEDULE=1"
-                  sm90s2="$on") ;;
-      launch)  # the default (ping-pong, dynamic scheduler, 80 keys a tile at d 256) and one lever off
-        variants=(sm90="$on" sm90static="$on -DFA_TUNING_SM90_FWD_PERSISTENT=3"
-                  sm90pertile="$on -DFA_TUNING_SM90_FWD_PERSISTENT=0"
-                  sm90n80="$on -DFA_TUNING_SM90_FWD_D256_BLOCK_N=80") ;;
-      *) echo "bench sets: launch (default), schedules" >&2; exit 2 ;;
+        variants=(sm90s0="-DFA_TUNING_SM90_FWD_SCHEDULE=0" sm90s1="-DFA_TUNING_SM90_FWD_SCHEDULE=1"
+                  sm80="-DFA_TUNING_SM90_FWD=0") ;;
+      launch)  # the defaults (ping-pong, dynamic scheduler, 64 keys a tile at d 256), one lever off
+        variants=(sm90static="-DFA_TUNING_SM90_FWD_PERSISTENT=3"
+                  sm90pertile="-DFA_TUNING_SM90_FWD_PERSISTENT=0"
+                  sm90n80="-DFA_TUNING_SM90_FWD_D256_BLOCK_N=80") ;;
+      d64)  # 192 keys a tile at d 64 (FlashAttention-3's non-causal d 64 tile), d 64 only
+        dims="64" bench_dims=64
+        # and the sm90 grid's d 64 kernel cases on every build first (192 keys have not run yet)
+        export FA_AB_TEST_FILTER=${FA_AB_TEST_FILTER:-'Grid/GpuSm90*_d64*:Grid/GpuSm90*_d40*'}
+        variants=(sm90d64n192="-DCMAKE_CUDA_FLAGS=-DFA_TUNING_SM90_FWD_D64_BLOCK_N=192"
+                  sm80="-DFA_TUNING_SM90_FWD=0") ;;
+      *) echo "bench sets: launch (default), schedules, d64" >&2; exit 2 ;;
     esac
-    FA_AB_HEAD_DIMS="64;128;256" FA_AB_BENCH_ARGS="--dims 64,128,256" bench/ab.sh cmake "$out" \
+    FA_AB_HEAD_DIMS="$dims" FA_AB_BENCH_ARGS="--dims $bench_dims" bench/ab.sh cmake "$out" \
       "${variants[@]}"
     ;;
   *) echo "usage: scripts/gpu-sm90.sh test OUTDIR | bench OUTDIR [launch|schedules]" >&2; exit 2 ;;

@@ -33,6 +33,12 @@
 #ifndef FA_TUNING_SM90_FWD_D256_BLOCK_N
 #define FA_TUNING_SM90_FWD_D256_BLOCK_N 64
 #endif
+// Keys a tile of the sm90 forward at d 64 (compile-time, as above): 128, or 192 for the ablation
+// (FlashAttention-3's d 64 tile without a causal mask: a third more keys a tile for each Q·Kᵀ's
+// fixed costs, the softmax's exponentials unchanged per key).
+#ifndef FA_TUNING_SM90_FWD_D64_BLOCK_N
+#define FA_TUNING_SM90_FWD_D64_BLOCK_N 128
+#endif
 #ifndef FA_TUNING_SM90_FWD_PACK_GQA
 #define FA_TUNING_SM90_FWD_PACK_GQA 1
 #endif

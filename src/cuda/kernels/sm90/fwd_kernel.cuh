@@ -76,8 +76,10 @@ struct FwdTraits {
   static constexpr int kWgRows = 64;                // query rows a consumer (one wgmma m64)
   static constexpr int kThreads = kWgThreads * (1 + kConsumers);
   static constexpr int kBlockM = kWgRows * kConsumers;  // queries a block
-  static constexpr int kBlockN =
-      kHeadDim <= 128 ? 128 : kDropout_ ? 64 : FA_TUNING_SM90_FWD_D256_BLOCK_N;  // keys a tile
+  static constexpr int kBlockN = kHeadDim <= 64    ? FA_TUNING_SM90_FWD_D64_BLOCK_N
+                                 : kHeadDim <= 128 ? 128
+                                 : kDropout_       ? 64
+                                                   : FA_TUNING_SM90_FWD_D256_BLOCK_N;  // keys a tile
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "wgmma n and P·V's k steps");
   static constexpr int kStages = 2;
   static constexpr Schedule kSchedule = kSchedule_;
