@@ -44,7 +44,7 @@ if [ $rc -ne 0 ]; then tail -40 "$out/build.log"; exit 1; fi
 # (their logs concatenated into gpu-tests.log; rc is the worst shard's).
 t0=$(date +%s)
 shards=${FA_GPU_CHECK_SHARDS:-4}
-gpu_filter='Grid/Gpu*:Paged/GpuKv*:GpuKvFamilyDispatch*:GpuKvHostile*:GpuHeadDimPadRefusal*:*VanillaGpu*:GpuBackward*:GpuForwardLse*:GpuNegativeScale*:Shapes/GpuWgmma*:Grid/GpuSm90*:GpuSm90Fallback*:HeadDims/GpuDropout*:HeadDims/GpuDeterministic*:HeadDims/GpuBwdTail*:Arrays/GpuHostile*:GpuHostile*'
+gpu_filter='Grid/Gpu*:Paged/GpuKv*:GpuKvFamilyDispatch*:GpuKvHostile*:GpuHeadDimPadRefusal*:*VanillaGpu*:GpuBackward*:GpuForwardLse*:GpuNegativeScale*:Shapes/GpuWgmma*:Grid/GpuSm90*:GpuSm90Fallback*:GpuSm90BwdFallback*:HeadDims/GpuDropout*:HeadDims/GpuDeterministic*:HeadDims/GpuBwdTail*:Arrays/GpuHostile*:GpuHostile*'
 pids=()
 for ((i = 0; i < shards; ++i)); do
   GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i ./build-gpu/tests/fa_tests \
@@ -81,8 +81,8 @@ fi
 
 # memcheck (with the hostile cu_seqlens of test_gpu_hostile.cpp) and racecheck side by side.
 t0=$(date +%s)
-memcheck_filter='GpuKvHostile*:Grid/GpuKvUpdate*:*GpuKvFamily*_d64*:*Gpu*s113x203*:*GpuDropout*d64:GpuForwardLse*:Shapes/GpuWgmma*:HeadDims/GpuBwdTail*d64:Arrays/GpuHostile*:GpuHostile*'
-racecheck_filter='Grid/GpuKvUpdate*:*Gpu*_d64_*s113x203*:*Gpu*s113x203*_d64*:Grid/Gpu*s799x3*:HeadDims/GpuBwdTail*d64'
+memcheck_filter='Grid/GpuSm90Bwd*s113x203_d64*:GpuKvHostile*:Grid/GpuKvUpdate*:*GpuKvFamily*_d64*:*Gpu*s113x203*:*GpuDropout*d64:GpuForwardLse*:Shapes/GpuWgmma*:HeadDims/GpuBwdTail*d64:Arrays/GpuHostile*:GpuHostile*'
+racecheck_filter='Grid/GpuSm90Bwd*s113x203_d64*:Grid/GpuKvUpdate*:*Gpu*_d64_*s113x203*:*Gpu*s113x203*_d64*:Grid/Gpu*s799x3*:HeadDims/GpuBwdTail*d64'
 {
   compute-sanitizer --tool memcheck --error-exitcode 9 ./build-gpu/tests/fa_tests \
     --gtest_filter="$memcheck_filter" > "$out/memcheck.log" 2>&1

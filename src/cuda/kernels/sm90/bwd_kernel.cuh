@@ -62,9 +62,10 @@
 #include "cuda/arch/tma.cuh"
 #include "cuda/arch/wgmma.cuh"
 #include "cuda/arch/wgmma_desc.h"
-#include "cuda/kernels/sm80/bwd_traits.h"  // BwdWorkspace
+#include "cuda/kernels/sm80/bwd_prepost.cuh"  // acc_row
+#include "cuda/kernels/sm80/bwd_traits.h"   // BwdWorkspace
 #include "cuda/kernels/sm80/dq_layout.h"
-#include "cuda/kernels/sm80/tile_ranges.h"  // KeyTileQueries, KeyTileUnmasked
+#include "cuda/kernels/sm80/tile_ranges.h"   // KeyTileQueries, KeyTileUnmasked
 #include "cuda/tensor_map.h"
 #include "cuda/tile/swizzle.h"
 
