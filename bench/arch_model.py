@@ -2,12 +2,16 @@
 """The per-architecture panorama (issue 33): datasheet rates of eight NVIDIA GPUs, which of our
 kernel families each runs, a roofline-style time model per family calibrated on the H200's
 records, the memory arithmetic of standard against flash attention, and the published claims
-checked against both. Standard library only, so CI runs it without a GPU.
+checked against both. Standard library only, so CI runs it without a GPU. Its constants (the
+datasheet rows, the families, the fitted parameters) are bench/arch_model.json, which fa-bench
+compiles in for `fa-bench arch` (tests/fa_bench/arch_cli_test.py checks both give the same
+numbers).
 
   python3 bench/arch_model.py gpus                 # the datasheet table
   python3 bench/arch_model.py grid --gpu a100-80gb --family sm80 [--op bwd] [--json]
+                                   # (--family default: the library's family per pass)
   python3 bench/arch_model.py calibration          # each family's fit and its error on the H200
-  python3 bench/arch_model.py calibrate            # refit the constants from bench/results/
+  python3 bench/arch_model.py calibrate [--write]  # refit the constants from bench/results/
   python3 bench/arch_model.py memory               # standard vs flash bytes per shape
   python3 bench/arch_model.py claims
   python3 bench/arch_model.py doc --check docs/architectures.md   # (--write to regenerate)
@@ -24,6 +28,9 @@ alpha, c, m; eta_d centres each head dim's log errors), minimising the largest |
 The tensor ceiling is the rate of the instruction the family issues on that GPU: mma.sync's on
 sm80/86/89 is the datasheet's dense rate with fp32 accumulation; on sm90 mma.sync reaches only
 the 643 TFLOP/s measured in a register-only loop (shared/BENCH.md) and wgmma the datasheet's.
+Decode (the KV-cache family): time = t0 + the bytes it must move (K and V of the cache, Q and O)
+over eta_bw x the datasheet bandwidth; t0 and eta_bw fitted to the H200's decode record the same
+way (the largest |log error| over its dense-cache cells).
 Standard attention (vanilla) = its GEMMs at the datasheet rate / eta_g plus the score matrices'
 HBM traffic / (bandwidth x eta_m). What the model leaves out: wave quantisation over the SM
 count, clocks below boost, L2 effects, launch overhead; a GPU other than the H200 is predicted
@@ -37,85 +44,89 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
+DATA = os.path.join(HERE, "arch_model.json")
 GIB = 2 ** 30
 
 # ---------------------------------------------------------------------------------------------
-# The datasheet table. Tensor rates are dense (no 2:4 sparsity), TFLOP/s, with fp32 accumulation
-# (what attention needs); GeForce cards run fp16-with-fp32-accumulate at half their
-# fp16-accumulate rate, kept as fp16_acc16 for reference. MUFU: ex2 results per second =
-# 16 per SM per clock (CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table,
-# compute capabilities 7.5-9.0) x SMs x boost clock. Shared memory: the guide's "Technical
-# Specifications per Compute Capability" table (per SM / the most one block may opt in to).
-# Sources, by row:
-#  T4: NVIDIA T4 datasheet (nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/
-#      t4-tensor-core-datasheet-951643.pdf): 65 TFLOPS mixed precision, 16 GB, 320 GB/s;
-#      Turing whitepaper for 40 SMs at 1590 MHz and the 4 MB L2. A datacenter part: full rate
-#      with fp32 accumulation.
-#  RTX 2080 Ti: NVIDIA Turing architecture whitepaper (images.nvidia.com/aem-dam/en-zz/Solutions/
-#      design-visualization/technologies/turing-architecture/NVIDIA-Turing-Architecture-
-#      Whitepaper.pdf), reference-clock column (1545 MHz, not Founders Edition): fp16 tensor
-#      107.6 with fp16 accumulation, 53.8 with fp32; 68 SMs, 5.5 MB L2, 11 GB, 616 GB/s.
-#  RTX 3090: NVIDIA Ampere GA102 whitepaper v2 (nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-
-#      architecture-whitepaper-v2.pdf), appendix A: 82 SMs, 1695 MHz, fp16 / bf16 tensor 71 with
-#      fp32 accumulation (142 with fp16), 6 MB L2, 24 GB, 936 GB/s.
-#  A100 40GB / 80GB SXM: NVIDIA A100 datasheet (nvidia.com/content/dam/en-zz/Solutions/Data-
-#      Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf): fp16 / bf16 312,
-#      1,555 / 2,039 GB/s; Ampere GA100 whitepaper (images.nvidia.com/aem-dam/en-zz/Solutions/
-#      data-center/nvidia-ampere-architecture-whitepaper.pdf): 108 SMs, 1410 MHz, 40 MB L2.
-#  RTX 4090: NVIDIA Ada GPU architecture whitepaper (images.nvidia.com/aem-dam/Solutions/geforce/
-#      ada/nvidia-ada-gpu-architecture.pdf), appendix: 128 SMs, 2520 MHz, fp16 / bf16 tensor
-#      165.2 with fp32 accumulation (330.3 with fp16), fp8 330.3 with fp32 accumulation, 72 MB
-#      L2, 24 GB, 1,008 GB/s.
-#  H100 SXM: NVIDIA H100 datasheet (resources.nvidia.com/en-us-tensor-core) and Hopper whitepaper
-#      (resources.nvidia.com/en-us-tensor-core/gtc22-whitepaper-hopper): 132 SMs, bf16 / fp16
-#      989.4 dense at 1830 MHz, fp8 1,978.9, 50 MB L2, 80 GB, 3.35 TB/s.
-#  H200 SXM: NVIDIA H200 product page and datasheet (nvidia.com/en-us/data-center/h200/): the
-#      H100's compute (same GH100 SXM), 141 GB, 4.8 TB/s; L2 60 MB as the device reported
-#      (shared/BENCH.md).
+# The constants live in bench/arch_model.json, the one copy that fa-bench compiles in too
+# (`fa-bench arch`; tools/fa-bench/CMakeLists.txt embeds it). Its `about` says what each part is;
+# each GPU row names its sources (NVIDIA datasheets and architecture whitepapers; MUFU from the
+# CUDA C++ Programming Guide's throughput table, shared memory from its per-compute-capability
+# table). Tensor rates are dense (no 2:4 sparsity), TFLOP/s with fp32 accumulation (what
+# attention needs): GeForce cards run it at half their fp16-accumulate rate (fp16_acc16).
 FIELDS = ("key", "name", "arch", "sms", "boost_mhz", "fp16", "bf16", "fp16_acc16", "fp8",
           "mufu_t", "bandwidth_gbs", "smem_sm_kb", "smem_block_kb", "l2_mb", "memory_gb",
-          "families")
+          "source")
+PASSES = ("fwd", "bwd", "decode")
 
 
-def _gpu(key, name, arch, sms, mhz, fp16, bf16, acc16, fp8, bw, smem, l2, mem):
-    sm_kb, block_kb = smem
-    return {"key": key, "name": name, "arch": arch, "sms": sms, "boost_mhz": mhz,
-            "fp16": fp16, "bf16": bf16, "fp16_acc16": acc16, "fp8": fp8,
-            "mufu_t": round(16 * sms * mhz * 1e-6, 2), "bandwidth_gbs": bw,
-            "smem_sm_kb": sm_kb, "smem_block_kb": block_kb, "l2_mb": l2, "memory_gb": mem,
-            "families": families_on(arch)}
+def load_data(path=DATA):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _params_from(data):
+    """{(family, op): constants}, head dims of eta as ints."""
+    out = {}
+    for fam, ops in data["params"].items():
+        for op, p in ops.items():
+            p = dict(p)
+            if "eta" in p:
+                p["eta"] = {int(d): v for d, v in p["eta"].items()}
+            out[(fam, op)] = p
+    return out
+
+
+def dump_data(data):
+    """The data file's text: one GPU, family or fitted pass a line, so that diffs read."""
+    def block(key, items, depth=1):
+        pad = " " * depth
+        lines = [f"{pad}{json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in items]
+        return f' {json.dumps(key)}: {{\n' + ",\n".join(" " + l for l in lines) + "\n }"
+    parts = []
+    for key, value in data.items():
+        if key == "gpus":
+            rows = ",\n".join("  " + json.dumps(g, ensure_ascii=False) for g in value)
+            parts.append(f' "gpus": [\n{rows}\n ]')
+        elif key in ("families", "defaults"):
+            parts.append(block(key, value.items()))
+        elif key == "params":
+            fams = []
+            for fam, ops in value.items():
+                inner = ",\n".join(f"   {json.dumps(op)}: {json.dumps(p)}" for op, p in ops.items())
+                fams.append(f'  {json.dumps(fam)}: {{\n{inner}\n  }}')
+            parts.append(' "params": {\n' + ",\n".join(fams) + "\n }")
+        else:
+            parts.append(f" {json.dumps(key)}: {json.dumps(value, ensure_ascii=False)}")
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
+DATA_JSON = load_data()
+FAMILIES = DATA_JSON["families"]
+DEFAULTS = DATA_JSON["defaults"]
+PARAMS = _params_from(DATA_JSON)
+MMA_SYNC_SM90 = DATA_JSON["mma_sync_sm90_tflops"]  # mma.sync bf16 on the H200 (shared/BENCH.md)
+TILE = DATA_JSON["tile"]  # queries and keys per tile in the model (the tile-level terms only)
+CUBLAS_WORKSPACE = DATA_JSON["cublas_workspace_bytes"]  # src/cuda/kernels/vanilla/gemm.h
 
 
 def families_on(arch):
-    """Our kernel families that run on an architecture (cpu on the host of every one)."""
+    """Our kernel families that run on an architecture (cpu on the host of every one), a planned
+    one marked so."""
     fam = ["cpu", "vanilla"]
-    if arch == "sm75":
-        fam.append("sm75 (planned)")
-    if arch in ("sm80", "sm86", "sm89", "sm90"):
-        fam.append("sm80")
-    if arch == "sm90":
-        fam.append("sm90 (in development)")
+    for name, f in FAMILIES.items():
+        if f["status"] in ("shipped", "planned") and name != "vanilla" and arch in f["archs"]:
+            fam.append(name + (" (planned)" if f["status"] == "planned" else ""))
     return fam
 
 
-GPUS = [
-    _gpu("t4", "T4", "sm75", 40, 1590, 65.0, None, 65.0, None, 320, (64, 64), 4, 16),
-    _gpu("rtx2080ti", "RTX 2080 Ti", "sm75", 68, 1545, 53.8, None, 107.6, None, 616, (64, 64),
-         5.5, 11),
-    _gpu("rtx3090", "RTX 3090", "sm86", 82, 1695, 71.0, 71.0, 142.0, None, 936, (100, 99), 6, 24),
-    _gpu("a100-40gb", "A100 40GB SXM", "sm80", 108, 1410, 312.0, 312.0, 312.0, None, 1555,
-         (164, 163), 40, 40),
-    _gpu("a100-80gb", "A100 80GB SXM", "sm80", 108, 1410, 312.0, 312.0, 312.0, None, 2039,
-         (164, 163), 40, 80),
-    _gpu("rtx4090", "RTX 4090", "sm89", 128, 2520, 165.2, 165.2, 330.3, 330.3, 1008, (100, 99),
-         72, 24),
-    _gpu("h100-sxm", "H100 SXM", "sm90", 132, 1830, 989.4, 989.4, 989.4, 1978.9, 3350,
-         (228, 227), 50, 80),
-    _gpu("h200-sxm", "H200 SXM", "sm90", 132, 1830, 989.4, 989.4, 989.4, 1978.9, 4800,
-         (228, 227), 60, 141),
-]
+GPUS = [dict(g, families=families_on(g["arch"])) for g in DATA_JSON["gpus"]]
 BY_KEY = {g["key"]: g for g in GPUS}
-MMA_SYNC_SM90 = 643.0  # mma.sync.m16n8k16 bf16 on the H200, register-only loop (shared/BENCH.md)
+
+
+def default_family(gpu, op):
+    """The family the library dispatches for a pass (fwd, bwd, decode) on this GPU."""
+    return DEFAULTS[gpu["arch"]][op]
 
 
 def dtype_of(gpu):
@@ -124,58 +135,39 @@ def dtype_of(gpu):
 
 
 # ---------------------------------------------------------------------------------------------
-# Kernel families as the model sees them: the instruction (hence the ceiling), the architectures
-# it runs on, and whose calibration it uses. Baselines (PyTorch's FA2, cuDNN) are families too.
-FAMILIES = {
-    "sm80": {"label": "ours, sm80 family (mma.sync)", "inst": "mma", "archs": ("sm80", "sm86",
-             "sm89", "sm90"), "calib": "sm80"},
-    "sm75": {"label": "ours, sm75 family (planned; sm80's calibration)", "inst": "mma",
-             "archs": ("sm75",), "calib": "sm80"},
-    "sm90": {"label": "ours, sm90 family (in development; cuDNN's calibration as its target)",
-             "inst": "wgmma", "archs": ("sm90",), "calib": "cudnn"},
-    "fa2": {"label": "PyTorch FlashAttention-2 (mma.sync)", "inst": "mma",
-            "archs": ("sm80", "sm86", "sm89", "sm90"), "calib": "fa2"},
-    "cudnn": {"label": "cuDNN (wgmma on sm90)", "inst": "wgmma", "archs": ("sm90",),
-              "calib": "cudnn"},
-    "vanilla": {"label": "ours, vanilla (standard attention: cuBLAS + softmax)", "inst": "gemm",
-                "archs": ("sm75", "sm80", "sm86", "sm89", "sm90"), "calib": "vanilla"},
-}
-
-# The calibration: which record rows each fit reads (backend name in the record, pass, file).
+# The calibration: which record rows each fit reads (backend name in the record; per pass a list
+# of (file, the fields a row must match), None matching every row).
+GRID_46565 = {"fwd": [("h200-2026-12-01-fwd-sm80-46565c1-bf16-grid.json", None)],
+              "bwd": [("h200-2026-12-01-bwd-sm80-46565c1-bf16-grid.json", None)]}
+SM90_ABLATION = "h200-2026-12-02-fwd-sm90-ablation-05243cc-bf16-quick-partial.json"
+DECODE_05243 = "h200-2026-12-02-decode-05243cc-quick.json"
 CALIB_SOURCES = {
-    "sm80": ("flashattn", {"fwd": "h200-2026-12-01-fwd-sm80-46565c1-bf16-grid.json",
-                           "bwd": "h200-2026-12-01-bwd-sm80-46565c1-bf16-grid.json"}),
-    "fa2": ("torch-fa2", {"fwd": "h200-2026-12-01-fwd-sm80-46565c1-bf16-grid.json",
-                          "bwd": "h200-2026-12-01-bwd-sm80-46565c1-bf16-grid.json"}),
-    "cudnn": ("torch-cudnn", {"fwd": "h200-2026-12-01-fwd-sm80-46565c1-bf16-grid.json",
-                              "bwd": "h200-2026-12-01-bwd-sm80-46565c1-bf16-grid.json"}),
-    "vanilla": ("vanilla", {"fwd": "h200-2026-11-30-torch-fwd-c55e0aa.json",
-                            "bwd": "h200-2026-12-01-torch-bwd-2a8693a-quick.json"}),
+    "sm80": ("flashattn", GRID_46565),
+    "fa2": ("torch-fa2", GRID_46565),
+    "cudnn": ("torch-cudnn", GRID_46565),
+    # cuda-sm90 with its defaults (05243cc): d 64 from the ablation run (its d 128 cells are
+    # held out, its d 256 ones missing), d 128 and d 256 from their own runs.
+    "sm90": ("flashattn[sm90]", {"fwd": [
+        (SM90_ABLATION, {"d": 64}),
+        ("h200-2026-12-02-fwd-sm90-05243cc-d128-quick.json", None),
+        ("h200-2026-12-02-fwd-sm90-05243cc-d256-quick.json", None)]}),
+    # cuda-kvcache on a dense cache, no appended token (CUDA-graph replay).
+    "kvcache": ("flashattn", {"decode": [(DECODE_05243, {"paged": False, "append": False})]}),
+    "vanilla": ("vanilla", {"fwd": [("h200-2026-11-30-torch-fwd-c55e0aa.json", None)],
+                            "bwd": [("h200-2026-12-01-torch-bwd-2a8693a-quick.json", None)]}),
 }
-# Held-out check: the same kernels' db623b0 grids (bf16 and fp16), not used by the fit.
-HELD_OUT = {"fwd": "h200-2026-12-01-fwd-sm80-db623b0-balanced.json",
-            "bwd": "h200-2026-12-01-bwd-sm80-db623b0-balanced.json"}
-
-# Fitted constants (`calibrate` reprints them; tests/fa_bench/arch_model_test.py checks they
-# are its result). Tiled families: eta per head dim, alpha, c, m. Vanilla: eta_g, eta_m.
-PARAMS = {
-    ("sm80", "fwd"): {"eta": {64: 0.461, 128: 0.548, 256: 0.527}, "alpha": 0.0, "c": 0.75,
-                      "m": 0.75},
-    ("sm80", "bwd"): {"eta": {64: 0.444, 128: 0.516, 256: 0.431}, "alpha": 0.0, "c": 1.25,
-                      "m": 0.125},
-    ("fa2", "fwd"): {"eta": {64: 0.44, 128: 0.513, 256: 0.509}, "alpha": 0.0, "c": 0.25,
-                     "m": 0.625},
-    ("fa2", "bwd"): {"eta": {64: 0.444, 128: 0.487, 256: 0.422}, "alpha": 0.0, "c": 1.375,
-                     "m": 0.125},
-    ("cudnn", "fwd"): {"eta": {64: 0.46, 128: 0.591, 256: 0.631}, "alpha": 0.0, "c": 0.5,
-                       "m": 0.5},
-    ("cudnn", "bwd"): {"eta": {64: 0.429, 128: 0.525, 256: 0.391}, "alpha": 0.0, "c": 1.875,
-                       "m": 0.25},
-    ("vanilla", "fwd"): {"eta_g": 1.0, "eta_m": 0.32, "kappa": 0.7, "head_ms": 0.07},
-    ("vanilla", "bwd"): {"eta_g": 0.55, "eta_m": 0.32, "kappa": 0.8, "head_ms": 0.04},
-}
+# Held-out checks, not used by the fits: the same kernels' db623b0 grids (bf16 and fp16); the
+# sm90 ablation run's d 128 cells (the same library timed in another call); the decode record's
+# paged caches (pages of 16 and 256).
+DB623 = {"fwd": [("h200-2026-12-01-fwd-sm80-db623b0-balanced.json", None)],
+         "bwd": [("h200-2026-12-01-bwd-sm80-db623b0-balanced.json", None)]}
+HELD_OUT = {"sm80": DB623, "fa2": DB623, "cudnn": DB623,
+            "sm90": {"fwd": [(SM90_ABLATION, {"d": 128})]},
+            "kvcache": {"decode": [(DECODE_05243, {"paged": True, "append": False})]}}
+FITTED = (("sm80", "fwd"), ("sm80", "bwd"), ("sm90", "fwd"), ("fa2", "fwd"), ("fa2", "bwd"),
+          ("cudnn", "fwd"), ("cudnn", "bwd"), ("kvcache", "decode"), ("vanilla", "fwd"),
+          ("vanilla", "bwd"))
 STATED_ERROR = 0.15  # the issue's target; the fits' largest error is printed by `calibration`
-TILE = 128           # queries and keys per tile in the model (the tile-level terms only)
 ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 CS = tuple(i / 8 for i in range(25))
 MS = tuple(i / 8 for i in range(13))
@@ -228,23 +220,29 @@ def counted_flops(op, b, h, s_q, s_k, d, causal):
     return f * {"fwd": 1.0, "bwd": 2.5, "fwdbwd": 3.5}[op]
 
 
-def io_bytes(op, b, h, s_q, s_k, d, elem=2):
+def io_bytes(op, b, h, s_q, s_k, d, elem=2, h_kv=None):
     """Compulsory HBM traffic of a flash call: its inputs read and outputs written once."""
-    q, kv = b * h * s_q * d * elem, b * h * s_k * d * elem
+    q, kv = b * h * s_q * d * elem, b * (h_kv or h) * s_k * d * elem
     if op == "fwd":
         return q + 2 * kv + q + b * h * s_q * 4
     return 3 * q + 2 * kv + 2 * kv + b * h * s_q * (8 + 4 * d)  # q o do in, dq dk dv out, dq acc
 
 
-def model_ms(gpu, family, op, b, h, s_q, s_k, d, causal, dtype=None):
+def runs(gpu, family, op):
+    """Whether the model has this family's pass on this GPU."""
+    f = FAMILIES[family]
+    return gpu["arch"] in f["archs"] and op in f["ops"]
+
+
+def model_ms(gpu, family, op, b, h, s_q, s_k, d, causal, dtype=None, h_kv=None):
     """Modeled milliseconds of one call; op fwd, bwd or fwdbwd. None where it cannot run."""
     if op == "fwdbwd":
-        f = model_ms(gpu, family, "fwd", b, h, s_q, s_k, d, causal, dtype)
-        g = model_ms(gpu, family, "bwd", b, h, s_q, s_k, d, causal, dtype)
+        f = model_ms(gpu, family, "fwd", b, h, s_q, s_k, d, causal, dtype, h_kv)
+        g = model_ms(gpu, family, "bwd", b, h, s_q, s_k, d, causal, dtype, h_kv)
         return None if f is None or g is None else f + g
     dtype = dtype or dtype_of(gpu)
     peak = ceiling(gpu, family, dtype)
-    if peak is None:
+    if peak is None or not runs(gpu, family, op):
         return None
     p = PARAMS[(FAMILIES[family]["calib"], op)]
     macs_flops = (4 if op == "fwd" else 10) * d  # tensor FLOPs per score element
@@ -261,11 +259,41 @@ def model_ms(gpu, family, op, b, h, s_q, s_k, d, causal, dtype=None):
     t_tile /= head_dim_eta(p["eta"], d)
     blocks = nq if op == "fwd" else nk
     t = b * h * (visited + p["c"] * blocks + p["m"] * diag) * t_tile
-    return 1e3 * max(t, io_bytes(op, b, h, s_q, s_k, d) / bw)
+    return 1e3 * max(t, io_bytes(op, b, h, s_q, s_k, d, h_kv=h_kv) / bw)
+
+
+def flash_ms(gpu, op, b, h, s_q, s_k, d, causal, dtype=None, h_kv=None):
+    """Modeled milliseconds of the library's own flash call on this GPU: each pass by the family
+    it dispatches there (on sm90 the forward's is sm90, the backward's sm80)."""
+    if op == "fwdbwd":
+        f = flash_ms(gpu, "fwd", b, h, s_q, s_k, d, causal, dtype, h_kv)
+        g = flash_ms(gpu, "bwd", b, h, s_q, s_k, d, causal, dtype, h_kv)
+        return None if f is None or g is None else f + g
+    fam = default_family(gpu, op)
+    return None if fam is None else model_ms(gpu, fam, op, b, h, s_q, s_k, d, causal, dtype, h_kv)
+
+
+def decode_bytes(b, h, h_k, s_q, s_k, d, elem=2):
+    """Bytes a decode call moves as bench/decode_bench.py counts them: K and V read, Q and O."""
+    return elem * (2 * b * h_k * s_k * d + 2 * b * h * s_q * d)
+
+
+def decode_ms(gpu, family, b, h, h_k, s_q, s_k, d):
+    """Modeled milliseconds of a decode call (KV cache): a fixed latency t0 (launch, the split
+    combine, a wave's tail) plus the bytes at a fitted share of the datasheet bandwidth."""
+    if not runs(gpu, family, "decode"):
+        return None
+    p = PARAMS[(FAMILIES[family]["calib"], "decode")]
+    bw = gpu["bandwidth_gbs"] * 1e9 * p["eta_bw"]
+    return p["t0_ms"] + 1e3 * decode_bytes(b, h, h_k, s_q, s_k, d) / bw
 
 
 def model_tflops(gpu, family, op, b, h, s, d, causal, dtype=None):
-    ms = model_ms(gpu, family, op, b, h, s, s, d, causal, dtype)
+    """Modeled TFLOP/s at s_q = s_k = s; family "default": the library's own (flash_ms)."""
+    if family == "default":
+        ms = flash_ms(gpu, op, b, h, s, s, d, causal, dtype)
+    else:
+        ms = model_ms(gpu, family, op, b, h, s, s, d, causal, dtype)
     return None if ms is None else counted_flops(op, b, h, s, s, d, causal) / ms * 1e-9
 
 
@@ -279,18 +307,43 @@ def grid_cells(dims=(64, 128, 256), seqlens=(512, 1024, 2048, 4096, 8192, 16384)
 
 # ---------------------------------------------------------------------------------------------
 # Calibration on the H200 records.
-def record_rows(family, op, name=None):
+def record_rows(family, op, sources=None):
     backend, files = CALIB_SOURCES[family]
-    with open(os.path.join(RESULTS, name or files[op])) as f:
-        rows = json.load(f)["rows"]
-    return [r for r in rows if r["op"] == op and r["backend"] == backend and r.get("ms")
-            and r.get("status", "ok") == "ok" and r["dtype"] in ("bf16", "fp16")]
+    out = []
+    for name, match in (sources if sources is not None else files[op]):
+        with open(os.path.join(RESULTS, name)) as f:
+            rows = json.load(f)["rows"]
+        out += [r for r in rows if r["op"] == op and r["backend"] == backend and r.get("ms")
+                and r.get("status", "ok") == "ok" and r["dtype"] in ("bf16", "fp16")
+                and all(r.get(k) == v for k, v in (match or {}).items())]
+    return out
+
+
+def held_out_rows(family, op):
+    return record_rows(family, op, HELD_OUT[family][op]) if family in HELD_OUT else []
 
 
 def cell_error(gpu, family, op, r):
-    ms = model_ms(gpu, family, op, r["b"], r["h"], r["s_q"], r["s_k"], r["d"], r["causal"],
-                  r["dtype"])
+    if op == "decode":
+        ms = decode_ms(gpu, family, r["b"], r["h"], r["h_k"], r["s_q"], r["s_k"], r["d"])
+    else:
+        ms = model_ms(gpu, family, op, r["b"], r["h"], r["s_q"], r["s_k"], r["d"], r["causal"],
+                      r["dtype"])
     return ms / r["ms"] - 1
+
+
+def _minimax(family, op, rows, candidates):
+    """The candidate constants with the smallest largest |log(model / measured)| on rows."""
+    h200, best, saved = BY_KEY["h200-sxm"], None, PARAMS.get((family, op))
+    try:
+        for p in candidates:
+            PARAMS[(family, op)] = p
+            score = max(abs(math.log(1 + cell_error(h200, family, op, r))) for r in rows)
+            if best is None or score < best[0] - 1e-12:
+                best = (score, dict(p))
+    finally:
+        PARAMS[(family, op)] = saved
+    return best[1]
 
 
 def fit_tiled(family, op):
@@ -321,60 +374,65 @@ def fit_vanilla(op):
     """eta_g, eta_m, kappa (the share of the score traffic a causal call still moves: the
     softmax skips masked rows' work) and head_ms (a fixed cost per head, measured: the time
     at seqlen 512 does not fall with the element count)."""
-    rows, h200, best = record_rows("vanilla", op), BY_KEY["h200-sxm"], None
-    saved = PARAMS[("vanilla", op)]
-    try:
-        for g in (0.4, 0.55, 0.7, 0.85, 1.0):
-            for kappa in (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0):
-                for head in range(0, 160, 10):
-                    for m in range(10, 101, 2):
-                        PARAMS[("vanilla", op)] = {"eta_g": g, "eta_m": m / 100,
-                                                   "kappa": kappa, "head_ms": head / 1000}
-                        score = max(abs(math.log(1 + cell_error(h200, "vanilla", op, r)))
-                                    for r in rows)
-                        if best is None or score < best[0] - 1e-12:
-                            best = (score, dict(PARAMS[("vanilla", op)]))
-    finally:
-        PARAMS[("vanilla", op)] = saved
-    return best[1]
+    return _minimax("vanilla", op, record_rows("vanilla", op), (
+        {"eta_g": g, "eta_m": m / 100, "kappa": kappa, "head_ms": head / 1000}
+        for g in (0.4, 0.55, 0.7, 0.85, 1.0)
+        for kappa in (0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+        for head in range(0, 160, 10)
+        for m in range(10, 101, 2)))
+
+
+def fit_decode(family):
+    """eta_bw (the share of the datasheet bandwidth a long decode call reaches) and t0_ms (the
+    fixed cost that dominates a short one)."""
+    return _minimax(family, "decode", record_rows(family, "decode"), (
+        {"eta_bw": e / 200, "t0_ms": t / 10000}
+        for e in range(100, 201) for t in range(0, 601, 5)))
 
 
 def calibrate():
     out = {}
-    for family in ("sm80", "fa2", "cudnn"):
-        for op in ("fwd", "bwd"):
+    for family, op in FITTED:
+        if family == "vanilla":
+            out[(family, op)] = fit_vanilla(op)
+        elif op == "decode":
+            out[(family, op)] = fit_decode(family)
+        else:
             out[(family, op)] = fit_tiled(family, op)
-    for op in ("fwd", "bwd"):
-        out[("vanilla", op)] = fit_vanilla(op)
     return out
+
+
+def write_params(fitted, path=DATA):
+    """The data file with its params replaced by `fitted` (everything else kept)."""
+    data = load_data(path)
+    for (family, op), p in fitted.items():
+        p = dict(p)
+        if "eta" in p:
+            p["eta"] = {str(d): v for d, v in sorted(p["eta"].items())}
+        data["params"].setdefault(family, {})[op] = p
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(dump_data(data))
 
 
 def calibration_summary():
     """Per family and pass: cells, largest and median |error| on the fit's record, and on the
-    held-out db623b0 grids (bf16 + fp16) where the family is in them."""
+    held-out rows where the family has them."""
     h200, out = BY_KEY["h200-sxm"], []
-    for family in ("sm80", "fa2", "cudnn", "vanilla"):
-        for op in ("fwd", "bwd"):
-            errs = [abs(cell_error(h200, family, op, r)) for r in record_rows(family, op)]
-            held = []
-            if family != "vanilla":
-                held = [abs(cell_error(h200, family, op, r))
-                        for r in record_rows(family, op, HELD_OUT[op])]
-            out.append({"family": family, "op": op, "cells": len(errs), "max": max(errs),
-                        "median": sorted(errs)[len(errs) // 2], "held_cells": len(held),
-                        "held_max": max(held) if held else None})
+    for family, op in FITTED:
+        errs = [abs(cell_error(h200, family, op, r)) for r in record_rows(family, op)]
+        held = [abs(cell_error(h200, family, op, r)) for r in held_out_rows(family, op)]
+        out.append({"family": family, "op": op, "cells": len(errs), "max": max(errs),
+                    "median": sorted(errs)[len(errs) // 2], "held_cells": len(held),
+                    "held_max": max(held) if held else None})
     return out
 
 
 # ---------------------------------------------------------------------------------------------
 # Memory: what a call needs beyond its inputs, standard attention (our vanilla's workspace:
-# fp32 S with P written over it, plus dS in the backward) against flash (outputs, LSE, the
-# backward's fp32 dQ accumulator and per-row D / LSE).
-CUBLAS_WORKSPACE = 32 << 20  # src/cuda/kernels/vanilla/gemm.h, kCublasWorkspaceBytes
-
-
-def memory_bytes(op, b, h, s_q, s_k, d, elem=2):
-    q, kv = b * h * s_q * d * elem, b * h * s_k * d * elem
+# fp32 S with P written over it, plus dS in the backward, 32 MiB of cuBLAS workspace) against
+# flash (outputs, LSE, the backward's fp32 dQ accumulator and per-row D / LSE).
+def memory_bytes(op, b, h, s_q, s_k, d, elem=2, h_kv=None):
+    q, kv = b * h * s_q * d * elem, b * (h_kv or h) * s_k * d * elem
     lse = b * h * s_q * 4
     scores = b * h * s_q * s_k * 4
     if op == "fwd":
@@ -567,8 +625,14 @@ def section_support():
     rows = []
     for g in GPUS:
         fp8 = "yes (not used yet)" if g["fp8"] else "no"
-        rows.append((g["name"], g["arch"], ", ".join(g["families"]), dtype_of(g), fp8))
-    return table(("GPU", "arch", "our kernel families", "grid dtype", "fp8 tensor cores"), rows)
+        d = DEFAULTS[g["arch"]]
+        name = {f: f + (" (planned)" if FAMILIES[f]["status"] == "planned" else "")
+                for f in FAMILIES}
+        rows.append((g["name"], g["arch"], ", ".join(g["families"]),
+                     *("—" if d[op] is None else name[d[op]] for op in PASSES),
+                     dtype_of(g), fp8))
+    return table(("GPU", "arch", "our kernel families", "forward (default)", "backward",
+                  "decode (KV cache)", "grid dtype", "fp8 tensor cores"), rows)
 
 
 def section_datasheet():
@@ -587,6 +651,8 @@ def section_calibration():
         if c["family"] == "vanilla":
             par = (f"eta_g {p['eta_g']}, eta_m {p['eta_m']}, kappa {p['kappa']}, "
                    f"{p['head_ms'] * 1000:.0f} µs/head")
+        elif c["op"] == "decode":
+            par = f"eta_bw {p['eta_bw']}, t0 {p['t0_ms'] * 1000:g} µs"
         else:
             par = ("eta " + " / ".join(f"{p['eta'][d]}" for d in sorted(p["eta"])) +
                    f", alpha {p['alpha']}, c {p['c']}, m {p['m']}")
@@ -597,20 +663,32 @@ def section_calibration():
                   "max error", "median", "held-out max (cells)"), rows)
 
 
-def section_cells(family="sm80"):
+def section_cells(family="sm80", ops=("fwd", "bwd")):
     h200, rows = BY_KEY["h200-sxm"], []
-    for op in ("fwd", "bwd"):
+    seqlens = sorted({r["s_q"] for op in ops for r in record_rows(family, op)})
+    for op in ops:
         cells = {(r["d"], r["causal"], r["s_q"]): r for r in record_rows(family, op)}
         for d in (64, 128, 256):
             for causal in (False, True):
                 line = [op, d, "causal" if causal else "full"]
-                for s in (512, 1024, 2048, 4096, 8192, 16384):
+                for s in seqlens:
                     r = cells[(d, causal, s)]
                     mod = counted_flops(op, r["b"], r["h"], s, s, d, causal) * 1e-9 / model_ms(
                         h200, family, op, r["b"], r["h"], s, s, d, causal, r["dtype"])
                     line.append(f"{r['tflops']:.0f} / {mod:.0f}")
                 rows.append(line)
-    return table(("pass", "d", "mask", "512", "1k", "2k", "4k", "8k", "16k"), rows)
+    return table(("pass", "d", "mask") + tuple(f"{s // 1024}k" if s >= 1024 else str(s)
+                                               for s in seqlens), rows)
+
+
+def section_decode_cells():
+    h200, rows = BY_KEY["h200-sxm"], []
+    for r in record_rows("kvcache", "decode"):
+        ms = decode_ms(h200, "kvcache", r["b"], r["h"], r["h_k"], r["s_q"], r["s_k"], r["d"])
+        rows.append((r["b"], f"{r['h']} / {r['h_k']}", r["s_q"], f"{r['s_k'] // 1024}k",
+                     f"{r['ms'] * 1000:,.1f} / {ms * 1000:,.1f}",
+                     f"{r['tbps']:.2f} / {r['bytes'] / ms * 1e-9:.2f}"))
+    return table(("b", "heads q / kv", "seqlen_q", "cache", "µs", "TB/s"), rows)
 
 
 MODEL_FAMILIES = ("vanilla", "sm75", "sm80", "fa2", "sm90")
@@ -620,12 +698,29 @@ def section_modeled(op):
     rows = []
     for g in GPUS:
         line = [g["name"], dtype_of(g)]
-        for fam in MODEL_FAMILIES:
+        for fam in MODEL_FAMILIES + ("default",):
             a = model_tflops(g, fam, op, 1, 16, 16384, 128, False)
             c = model_tflops(g, fam, op, 8, 16, 2048, 128, True)
             line.append("—" if a is None else f"{a:.0f} / {c:.0f}")
         rows.append(line)
-    return table(["GPU", "dtype"] + [f"{f}" for f in MODEL_FAMILIES], rows)
+    return table(["GPU", "dtype"] + list(MODEL_FAMILIES) + ["ours (default)"], rows)
+
+
+DECODE_CASES = ((1, 32, 8, 1, 32768), (64, 32, 8, 1, 4096), (8, 32, 8, 1, 131072))
+
+
+def section_modeled_decode():
+    rows = []
+    for g in GPUS:
+        line = [g["name"]]
+        for b, h, h_k, s_q, s_k in DECODE_CASES:
+            ms = decode_ms(g, "kvcache", b, h, h_k, s_q, s_k, 128)
+            line.append("—" if ms is None else
+                        f"{ms * 1000:,.0f} µs, "
+                        f"{decode_bytes(b, h, h_k, s_q, s_k, 128) / ms * 1e-9:.2f} TB/s")
+        rows.append(line)
+    return table(["GPU"] + [f"b{b} h {h}/{h_k} cache {s_k // 1024}k"
+                            for b, h, h_k, s_q, s_k in DECODE_CASES], rows)
 
 
 def section_memory():
@@ -651,8 +746,11 @@ def section_claims():
 
 SECTIONS = {"support": section_support, "datasheet": section_datasheet,
             "calibration": section_calibration, "cells": section_cells,
+            "cells-sm90": lambda: section_cells("sm90", ("fwd",)),
+            "cells-decode": section_decode_cells,
             "modeled-fwd": lambda: section_modeled("fwd"),
             "modeled-bwd": lambda: section_modeled("bwd"),
+            "modeled-decode": section_modeled_decode,
             "memory": section_memory, "claims": section_claims}
 
 
@@ -675,11 +773,14 @@ def main(argv=None):
     sub.add_parser("gpus", help="the datasheet table and the support matrix")
     g = sub.add_parser("grid", help="modeled standard-grid cells of one GPU and family")
     g.add_argument("--gpu", default="h200-sxm", choices=sorted(BY_KEY))
-    g.add_argument("--family", default="sm80", choices=sorted(FAMILIES))
+    g.add_argument("--family", default="sm80",
+                   choices=sorted(f for f in FAMILIES if "decode" not in FAMILIES[f]["ops"]) +
+                   ["default"], help="a family, or default: the library's per pass")
     g.add_argument("--op", default="fwd", choices=("fwd", "bwd", "fwdbwd"))
     g.add_argument("--json", action="store_true", help="rows as JSON instead of a table")
     sub.add_parser("calibration", help="each family's fit and its error on the H200 records")
-    sub.add_parser("calibrate", help="refit the constants from the records and print them")
+    c = sub.add_parser("calibrate", help="refit the constants from the records and print them")
+    c.add_argument("--write", action="store_true", help=f"also write them into {DATA}")
     sub.add_parser("memory", help="standard vs flash bytes beyond the inputs, per shape")
     sub.add_parser("claims", help="the published claims, checked")
     d = sub.add_parser("doc", help="print the generated sections, or check / write the page")
@@ -691,8 +792,9 @@ def main(argv=None):
     elif a.cmd == "grid":
         gpu, rows = BY_KEY[a.gpu], []
         for c in grid_cells():
-            ms = model_ms(gpu, a.family, a.op, c["b"], c["h"], c["s"], c["s"], c["d"],
-                          c["causal"])
+            ms = (flash_ms if a.family == "default" else
+                  lambda *x: model_ms(gpu, a.family, *x[1:]))(
+                gpu, a.op, c["b"], c["h"], c["s"], c["s"], c["d"], c["causal"])
             tf = None if ms is None else counted_flops(a.op, c["b"], c["h"], c["s"], c["s"],
                                                        c["d"], c["causal"]) / ms * 1e-9
             rows.append(dict(c, gpu=gpu["name"], family=a.family, op=a.op, dtype=dtype_of(gpu),
@@ -705,10 +807,14 @@ def main(argv=None):
                         [(r["d"], r["causal"], r["b"], r["h"], r["s"], _f(r["ms"], 3),
                           _f(r["tflops"])) for r in rows]))
     elif a.cmd == "calibration":
-        print(section_calibration() + "\n\n" + section_cells())
+        print(section_calibration() + "\n\n" + section_cells() + "\n\n" +
+              section_cells("sm90", ("fwd",)) + "\n\n" + section_decode_cells())
     elif a.cmd == "calibrate":
-        for k, v in calibrate().items():
+        fitted = calibrate()
+        for k, v in fitted.items():
             print(f"{k}: {v}")
+        if a.write:
+            write_params(fitted)
     elif a.cmd == "memory":
         print(section_memory())
     elif a.cmd == "claims":

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""bench/arch_model.py: the calibrated constants are the fit's result and reproduce the H200
-cells within the stated error, the memory arithmetic matches values worked by hand, every GPU
+"""bench/arch_model.py: the calibrated constants (bench/arch_model.json) are the fit's result and
+reproduce the H200 cells within the stated error, the data file is in its canonical layout, the memory arithmetic matches values worked by hand, every GPU
 row has every field, and docs/architectures.md's generated tables are what the module prints."""
 import math
 import os
@@ -20,7 +20,8 @@ def check(cond, what):
 
 # Every GPU row has every field, with sane values; families follow the architecture.
 for g in am.GPUS:
-    check(set(g) == set(am.FIELDS), f"{g.get('key')}: fields {sorted(set(g) ^ set(am.FIELDS))}")
+    want = set(am.FIELDS) | {"families"}
+    check(set(g) == want, f"{g.get('key')}: fields {sorted(set(g) ^ want)}")
     for k in ("sms", "boost_mhz", "fp16", "fp16_acc16", "mufu_t", "bandwidth_gbs", "smem_sm_kb",
               "smem_block_kb", "l2_mb", "memory_gb"):
         check(isinstance(g[k], (int, float)) and g[k] > 0, f"{g['key']}: {k} = {g[k]!r}")
@@ -33,6 +34,11 @@ for g in am.GPUS:
     check(("sm80" in fam) == (g["arch"] in ("sm80", "sm86", "sm89", "sm90")), f"{g['key']}: sm80")
     check(any(f.startswith("sm90") for f in fam) == (g["arch"] == "sm90"), f"{g['key']}: sm90")
     check(any(f.startswith("sm75") for f in fam) == (g["arch"] == "sm75"), f"{g['key']}: sm75")
+    check(("kvcache" in fam) == (g["arch"] != "sm75"), f"{g['key']}: kvcache")
+    # What the library dispatches: on sm90 the sm90 forward and the sm80 backward.
+    want = {"sm75": ("sm75", "sm75", None), "sm90": ("sm90", "sm80", "kvcache")}.get(
+        g["arch"], ("sm80", "sm80", "kvcache"))
+    check(tuple(am.default_family(g, op) for op in am.PASSES) == want, f"{g['key']}: defaults")
 # GeForce cards: fp32 accumulation at half the fp16-accumulate rate; datacenter cards at full.
 for key in ("rtx2080ti", "rtx3090", "rtx4090"):
     g = am.BY_KEY[key]
@@ -47,14 +53,23 @@ check(len(am.GPUS) == 8 and len(am.BY_KEY) == 8, "eight GPUs")
 fitted = am.calibrate()
 for k, v in fitted.items():
     check(v == am.PARAMS[k], f"PARAMS{k} = {am.PARAMS[k]}, the fit gives {v}")
+check(set(fitted) == set(am.PARAMS), f"fitted {sorted(fitted)} vs the data file's {sorted(am.PARAMS)}")
+# (cells, held-out cells, the held-out bound stated in docs/architectures.md)
+EXPECT = {"sm90": (18, 5, am.STATED_ERROR), "kvcache": (14, 28, 0.23)}
 for c in am.calibration_summary():
     if c["family"] == "vanilla":
         check(c["max"] < 0.17, f"vanilla {c['op']}: {c['max']:.3f}")  # stated 17% in the doc
         continue
-    check(c["cells"] == 36, f"{c['family']} {c['op']}: {c['cells']} cells")
+    cells, held, held_bound = EXPECT.get(c["family"], (36, 72, am.STATED_ERROR))
+    check(c["cells"] == cells, f"{c['family']} {c['op']}: {c['cells']} cells")
     check(c["max"] <= am.STATED_ERROR, f"{c['family']} {c['op']}: max error {c['max']:.3f}")
-    check(c["held_max"] <= am.STATED_ERROR, f"{c['family']} {c['op']}: held out {c['held_max']}")
-    check(c["held_cells"] == 72, f"{c['family']} {c['op']}: {c['held_cells']} held-out cells")
+    check(c["held_max"] <= held_bound, f"{c['family']} {c['op']}: held out {c['held_max']}")
+    check(c["held_cells"] == held, f"{c['family']} {c['op']}: {c['held_cells']} held-out cells")
+
+# The data file is what dump_data writes (calibrate --write keeps its layout).
+with open(am.DATA, encoding="utf-8") as f:
+    check(f.read() == am.dump_data(am.load_data()), "bench/arch_model.json is not in dump_data's "
+          "layout: python3 bench/arch_model.py calibrate --write rewrites it")
 
 # Tile counts: full attention visits every tile; causal the lower triangle with its diagonal.
 check(am.tile_counts(512, 512, False) == (16, 0, 4, 4), "full 512")
@@ -90,6 +105,19 @@ check(am.model_ms(t4, "sm80", "fwd", 1, 16, 1024, 1024, 64, False) is None, "sm8
 check(am.model_ms(h200, "sm75", "fwd", 1, 16, 1024, 1024, 64, False) is None, "sm75 off Turing")
 check(am.ceiling(h200, "sm80", "bf16") == am.MMA_SYNC_SM90, "mma.sync ceiling on sm90")
 check(am.ceiling(h200, "sm90", "bf16") == 989.4, "wgmma ceiling on sm90")
+check(am.model_ms(h200, "sm90", "bwd", 1, 16, 1024, 1024, 64, False) is None, "no sm90 backward")
+f, g = (am.flash_ms(h200, op, 1, 16, 4096, 4096, 128, True) for op in ("fwd", "bwd"))
+check(f == am.model_ms(h200, "sm90", "fwd", 1, 16, 4096, 4096, 128, True), "default fwd on sm90")
+check(g == am.model_ms(h200, "sm80", "bwd", 1, 16, 4096, 4096, 128, True), "default bwd on sm90")
+check(am.flash_ms(h200, "fwdbwd", 1, 16, 4096, 4096, 128, True) == f + g, "default fwdbwd")
+# Decode: the bytes as decode_bench counts them (a record row's), bandwidth-bound when long.
+row = am.record_rows("kvcache", "decode")[0]
+check(am.decode_bytes(row["b"], row["h"], row["h_k"], row["s_q"], row["s_k"], row["d"])
+      == row["bytes"], "decode bytes")
+check(am.decode_ms(t4, "kvcache", 1, 32, 8, 1, 4096, 128) is None, "no kvcache on Turing")
+long = am.decode_ms(h200, "kvcache", 64, 32, 8, 1, 1 << 20, 128)
+check(long < 1.01 * am.decode_bytes(64, 32, 8, 1, 1 << 20, 128) * 1e3 /
+      (h200["bandwidth_gbs"] * 1e9 * am.PARAMS[("kvcache", "decode")]["eta_bw"]), "decode bound")
 check(not math.isnan(am.model_tflops(t4, "sm75", "fwd", 32, 12, 1024, 64, False)), "T4 sm75")
 
 # Every claim has a verdict of the three kinds and says when it would hold.
