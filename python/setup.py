@@ -40,7 +40,7 @@ class BuildPyWithLibrary(build_py):
             return
         dest = os.path.join(self.build_lib, "flashattn", "lib")
         os.makedirs(dest, exist_ok=True)
-        # copy follows the libflashattn.so -> .so.0 -> .so.0.4.0 symlinks: one real file.
+        # copy follows the libflashattn.so -> .so.0 -> .so.0.5.0 symlinks: one real file.
         shutil.copy(LIBRARY, os.path.join(dest, "libflashattn.so"))
         print(f"flashattn: bundled {os.path.realpath(LIBRARY)}")
         # A CUDA build's backend, which libflashattn.so opens from its own directory.

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "api/validate.h"
+#include "core/fp8.h"
 #include "core/dtype.h"
 #include "cpu/reference.h"
 
@@ -56,7 +57,7 @@ int64_t HostTensor::numel() const {
 }
 
 int64_t HostTensor::elem_size() const {
-  if (dtype_ == FA_DTYPE_BOOL || dtype_ == FA_DTYPE_INT8) return 1;
+  if (dtype_ == FA_DTYPE_BOOL || dtype_ == FA_DTYPE_INT8 || dtype_ == FA_DTYPE_FP8_E4M3) return 1;
   return dtype_ == FA_DTYPE_FP16 || dtype_ == FA_DTYPE_BF16 ? 2 : 4;
 }
 
@@ -77,6 +78,7 @@ double HostTensor::get(int64_t flat) const {
     case FA_DTYPE_INT32: { int32_t i; std::memcpy(&i, p, 4); return i; }
     case FA_DTYPE_BOOL: return *p != 0;
     case FA_DTYPE_INT8: return double(int8_t(*p));
+    case FA_DTYPE_FP8_E4M3: return to_float(e4m3_t{*p});
     default: { float f; std::memcpy(&f, p, 4); return f; }
   }
 }
@@ -89,6 +91,7 @@ void HostTensor::set(int64_t flat, double x) {
     case FA_DTYPE_INT32: { const int32_t i = int32_t(x); std::memcpy(p, &i, 4); break; }
     case FA_DTYPE_BOOL: *p = x != 0 ? 1 : 0; break;
     case FA_DTYPE_INT8: *p = static_cast<unsigned char>(int8_t(x)); break;
+    case FA_DTYPE_FP8_E4M3: *p = to_e4m3(float(x)).bits; break;  // saturating, as the GPU's
     default: { const float f = float(x); std::memcpy(p, &f, 4); break; }
   }
 }
@@ -109,7 +112,10 @@ bool HostTensor::bytes_equal(const HostTensor& o) const {
 
 std::string Case::name() const {
   std::ostringstream os;
-  const char* dt = dtype == FA_DTYPE_FP16 ? "fp16" : dtype == FA_DTYPE_BF16 ? "bf16" : "fp32";
+  const char* dt = dtype == FA_DTYPE_FP16        ? "fp16"
+                   : dtype == FA_DTYPE_BF16      ? "bf16"
+                   : dtype == FA_DTYPE_FP8_E4M3 ? "fp8"
+                                                 : "fp32";
   os << dt << "_b" << batch << "_h" << heads_q << "x" << heads_kv << "_s" << seqlen_q << "x"
      << seqlen_k << "_d" << head_dim;
   if (causal) os << "_causal";
@@ -120,7 +126,12 @@ std::string Case::name() const {
   if (deterministic) os << "_det";
   if (varlen()) os << "_varlen";
   if (strided) os << "_strided";
-  if (out_dtype >= 0 && out_dtype != dtype) os << "_out" << (out_dtype == FA_DTYPE_FP32 ? "fp32" : "16");
+  if (out_dtype >= 0 && out_dtype != dtype)
+    os << "_out" << (out_dtype == FA_DTYPE_FP32   ? "fp32"
+                     : dtype != FA_DTYPE_FP8_E4M3 ? "16"
+                     : out_dtype == FA_DTYPE_FP16 ? "fp16"
+                                                  : "bf16");
+  if (descale) os << "_descale";
   if (page_size > 0) os << "_page" << page_size;
   if (!cache_lens.empty()) os << "_cache";
   if (q_shift != 0) os << "_shift" << q_shift;
@@ -196,6 +207,15 @@ Problem::Problem(const Case& cs) : c(cs) {
   }
   if (!c.cache_lens.empty() || c.page_size > 0) make_cache(order4, pad);
   if (c.has_bias()) make_bias();
+  if (c.descale) {  // its own random stream, as the bias's
+    std::mt19937_64 drng(c.seed * 0xA0761D6478BD642Full + 99);
+    std::uniform_real_distribution<double> u(0.25, 2.0);
+    const int64_t nb = c.varlen() ? int64_t(c.lens_q.size()) : c.batch;
+    for (HostTensor* t : {&q_descale, &k_descale, &v_descale}) {
+      *t = HostTensor(FA_DTYPE_FP32, {nb, hk});
+      for (int64_t i = 0; i < t->numel(); ++i) t->set(i, u(drng));
+    }
+  }
   poison_outputs();
 }
 
@@ -308,6 +328,11 @@ fa_params Problem::params(fa_backend backend, bool with_grads) const {
   o.q_shift = c.q_shift;
   if (bias.data()) o.attn_bias = bias.view();
   if (with_grads && dbias.data()) o.dbias = dbias.view();
+  if (q_descale.data()) {
+    o.q_descale = q_descale.view();
+    o.k_descale = k_descale.view();
+    o.v_descale = v_descale.view();
+  }
   const bool paged = block_table.data() != nullptr;
   fa_params p = fa::make_params(q.view(), paged ? k_pages.view() : k.view(),
                                 paged ? v_pages.view() : v.view(), out.view(), lse.view(), o);

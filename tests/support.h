@@ -84,6 +84,10 @@ struct Case {
   bool bias_empty_rows = false;
   bool dbias = false;
   int dbias_dtype = -1;
+  // fp8 e4m3 inputs (dtype FA_DTYPE_FP8_E4M3, fa_params 0.5): q, k, v are N(0, input_scale)
+  // (v: N(0, 1)) rounded to e4m3; descale: q_descale, k_descale, v_descale (batch, heads_kv)
+  // uniform in [0.25, 2], passed with the call.
+  bool descale = false;
 
   bool has_bias() const { return bias_dtype >= 0; }
   bool bias_is_mask() const { return bias_dtype == FA_DTYPE_BOOL || bias_dtype == FA_DTYPE_INT8; }
@@ -112,6 +116,7 @@ struct Problem {
   // cache_seqlens tensor when the call passes one.
   HostTensor k_pages, v_pages, block_table, cache_seqlens;
   HostTensor bias, dbias;  // Case::bias_dtype, Case::dbias
+  HostTensor q_descale, k_descale, v_descale;  // Case::descale
   int64_t total_q = 0, total_k = 0, max_q = 0, max_k = 0;
 
   explicit Problem(const Case& c);

@@ -3,10 +3,10 @@
 // - the forward's LSE is optional: without it, out has the same bytes and nothing is written;
 // - dtypes by role: an fp32 out / dout with fp16 or bf16 inputs on the CPU backends;
 // - what only the CPU backend implements is refused for CUDA tensors, naming the feature;
-// - the layouts of fa_params: the 0.1 symbol fa_params_init, the 0.2 symbol fa_params_init_v2 and
-//   the 0.3 symbol fa_params_init_v3 write their layouts only, and a struct of 0.1's, 0.2's or
-//   0.3's size is read no further than its size (tests/abi/ does the same from C, against the 0.1
-//   and 0.2 headers).
+// - the layouts of fa_params: the 0.1 symbol fa_params_init, the 0.2 symbol fa_params_init_v2,
+//   the 0.3 symbol fa_params_init_v3 and the 0.4 symbol fa_params_init_v4 write their layouts
+//   only, and a struct of 0.1's, 0.2's, 0.3's or 0.4's size is read no further than its size
+//   (tests/abi/ does the same from C, against the 0.1 to 0.4 headers).
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -20,11 +20,12 @@
 #include "core/error.h"
 #include "support.h"
 
-// The symbols programs built against the 0.1, 0.2 and 0.3 headers call (this header maps the name
-// to fa_params_init_v4).
+// The symbols programs built against the 0.1, 0.2, 0.3 and 0.4 headers call (this header maps
+// the name to fa_params_init_v5).
 extern "C" void fa_params_init_0_1(fa_params* params) __asm__("fa_params_init");
 extern "C" void fa_params_init_0_2(fa_params* params) __asm__("fa_params_init_v2");
 extern "C" void fa_params_init_0_3(fa_params* params) __asm__("fa_params_init_v3");
+extern "C" void fa_params_init_0_4(fa_params* params) __asm__("fa_params_init_v4");
 
 namespace fa::test {
 namespace {
@@ -197,20 +198,48 @@ TEST(CpuOnlyFeatures, RefusedForCudaTensors) {
   EXPECT_NO_THROW(check_cpu_only_features(p, false));
 }
 
+// fp8 e4m3 inputs (0.5) are the CPU backend's in this build: CUDA tensors are refused by name
+// before any CUDA family sees them (the families' kernels would read the bytes as fp16).
+TEST(CpuOnlyFeatures, Fp8RefusedForCudaTensors) {
+  Case c;
+  c.dtype = FA_DTYPE_FP8_E4M3;
+  c.out_dtype = FA_DTYPE_BF16;
+  c.descale = true;
+  Problem pr(c);
+  fa_params p = pr.params(FA_BACKEND_AUTO, false);
+  EXPECT_NO_THROW(check_fp8(p, false));  // on the CPU
+  p.q.device = fa::cuda_device(0);
+  try {
+    check_fp8(p, false);
+    ADD_FAILURE() << "fp8 on CUDA not refused";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), FA_ERROR_UNSUPPORTED) << e.what();
+    EXPECT_NE(std::string(e.what()).find("q.dtype=fp8_e4m3 is supported on the CPU backend only"),
+              std::string::npos)
+        << e.what();
+  }
+  c.dtype = FA_DTYPE_BF16;  // other dtypes: not this check's
+  Problem bf(c);
+  p = bf.params(FA_BACKEND_AUTO, true);
+  p.q.device = fa::cuda_device(0);
+  EXPECT_NO_THROW(check_fp8(p, true));
+}
+
 // ---- layouts of fa_params ----------------------------------------------------------------------
 
 TEST(ParamsLayouts, Sizes) {
-  EXPECT_EQ(kParamsSize_0_4, sizeof(fa_params));
+  EXPECT_EQ(kParamsSize_0_5, sizeof(fa_params));
   if (sizeof(void*) == 8) {
     EXPECT_EQ(kParamsSize_0_1, 1144u);
     EXPECT_EQ(kParamsSize_0_2, 1328u);
     EXPECT_EQ(kParamsSize_0_3, 1864u);
     EXPECT_EQ(kParamsSize_0_4, 2040u);
+    EXPECT_EQ(kParamsSize_0_5, 2304u);
   }
 }
 
-// fa_params_init (the header's, i.e. fa_params_init_v4) sets every field since 0.2 to zero: the
-// defaults a 0.1, 0.2 or 0.3 struct is completed with.
+// fa_params_init (the header's, i.e. fa_params_init_v5) sets every field since 0.2 to zero: the
+// defaults a 0.1, 0.2, 0.3 or 0.4 struct is completed with.
 TEST(ParamsLayouts, NewFieldsDefaultToZero) {
   std::vector<unsigned char> buf(sizeof(fa_params), 0xAB);
   fa_params* p = reinterpret_cast<fa_params*>(buf.data());
@@ -247,10 +276,10 @@ TEST(ParamsLayouts, SymbolOf0_1WritesItsLayoutOnly) {
 #undef FA_FIELD
   for (const auto& f : fields)
     EXPECT_EQ(std::memcmp(old_buf.data() + f.offset, new_buf.data() + f.offset, f.size), 0)
-        << f.name << " differs from fa_params_init_v4's";
+        << f.name << " differs from fa_params_init_v5's";
 }
 
-// The 0.2 symbol writes exactly the 0.2 layout: the 0.1 fields as fa_params_init_v4 sets them, the
+// The 0.2 symbol writes exactly the 0.2 layout: the 0.1 fields as fa_params_init_v5 sets them, the
 // 0.2 fields zero, nothing past 1328 bytes.
 TEST(ParamsLayouts, SymbolOf0_2WritesItsLayoutOnly) {
   std::vector<unsigned char> old_buf(sizeof(fa_params), 0xAB), new_buf(sizeof(fa_params), 0xCD);
@@ -271,7 +300,7 @@ TEST(ParamsLayouts, SymbolOf0_2WritesItsLayoutOnly) {
   EXPECT_EQ(old_p.softmax_scale, new_p.softmax_scale);
 }
 
-// The 0.3 symbol writes exactly the 0.3 layout: the fields before 0.4's as fa_params_init_v4 sets
+// The 0.3 symbol writes exactly the 0.3 layout: the fields before 0.4's as fa_params_init_v5 sets
 // them, nothing past 1864 bytes.
 TEST(ParamsLayouts, SymbolOf0_3WritesItsLayoutOnly) {
   std::vector<unsigned char> old_buf(sizeof(fa_params), 0xAB), new_buf(sizeof(fa_params), 0xCD);
@@ -285,6 +314,22 @@ TEST(ParamsLayouts, SymbolOf0_3WritesItsLayoutOnly) {
   // struct_size aside, the same bytes as the current initialiser's.
   EXPECT_EQ(std::memcmp(old_buf.data() + sizeof(size_t), new_buf.data() + sizeof(size_t),
                         kParamsSize_0_3 - sizeof(size_t)),
+            0);
+}
+
+// The 0.4 symbol writes exactly the 0.4 layout: the fields before 0.5's as fa_params_init_v5 sets
+// them, nothing past 2040 bytes.
+TEST(ParamsLayouts, SymbolOf0_4WritesItsLayoutOnly) {
+  std::vector<unsigned char> old_buf(sizeof(fa_params), 0xAB), new_buf(sizeof(fa_params), 0xCD);
+  fa_params_init_0_4(reinterpret_cast<fa_params*>(old_buf.data()));
+  fa_params_init(reinterpret_cast<fa_params*>(new_buf.data()));
+  fa_params old_p;
+  std::memcpy(&old_p, old_buf.data(), sizeof old_p);
+  EXPECT_EQ(old_p.struct_size, kParamsSize_0_4);
+  for (size_t i = kParamsSize_0_4; i < sizeof(fa_params); ++i)
+    ASSERT_EQ(old_buf[i], 0xAB) << "fa_params_init_v4 wrote byte " << i << ", past the 0.4 layout";
+  EXPECT_EQ(std::memcmp(old_buf.data() + sizeof(size_t), new_buf.data() + sizeof(size_t),
+                        kParamsSize_0_4 - sizeof(size_t)),
             0);
 }
 
@@ -365,6 +410,36 @@ TEST(ParamsLayouts, StructOf0_3SizeIgnoresLaterFields) {
     p.attn_bias.data = reinterpret_cast<void*>(uintptr_t(8));
     p.attn_bias.rank = 7;
     p.dbias.data = reinterpret_cast<void*>(uintptr_t(16));
+    fa::HostWorkspace ws(fa::forward_workspace_size(p));
+    ASSERT_EQ(fa_forward(&p, ws.data(), ws.size(), nullptr), FA_OK) << fa_last_error();
+    fa::HostWorkspace wsb(fa::backward_workspace_size(p));
+    ASSERT_EQ(fa_backward(&p, wsb.data(), wsb.size(), nullptr), FA_OK) << fa_last_error();
+    for (auto [a, b] : {std::pair{&plain.out, &old.out}, std::pair{&plain.lse, &old.lse},
+                        std::pair{&plain.dq, &old.dq}, std::pair{&plain.dk, &old.dk},
+                        std::pair{&plain.dv, &old.dv}})
+      EXPECT_TRUE(a->bytes_equal(*b));
+  }
+}
+
+// A struct of 0.4's size runs as 0.4 did: 0.5's descales past its size (here pointers that are
+// not tensors) are never read.
+TEST(ParamsLayouts, StructOf0_4SizeIgnoresLaterFields) {
+  Case c;
+  c.batch = 2;
+  c.heads_q = 2;
+  c.seqlen_q = 20;
+  c.seqlen_k = 30;
+  c.causal = true;
+  for (fa_backend backend : {FA_BACKEND_FLASH, FA_BACKEND_REFERENCE}) {
+    Problem plain(c), old(c);
+    run_forward(plain, backend);
+    run_backward(plain, backend);
+    fa_params p = old.params(backend, true);
+    p.struct_size = kParamsSize_0_4;
+    for (fa_tensor* t : {&p.q_descale, &p.k_descale, &p.v_descale}) {
+      t->data = reinterpret_cast<void*>(uintptr_t(8));
+      t->rank = 9;
+    }
     fa::HostWorkspace ws(fa::forward_workspace_size(p));
     ASSERT_EQ(fa_forward(&p, ws.data(), ws.size(), nullptr), FA_OK) << fa_last_error();
     fa::HostWorkspace wsb(fa::backward_workspace_size(p));

@@ -95,11 +95,13 @@ const char* status_name(fa_status s) {
 //              {1, 0}, num_splits 3
 //   Bias:      F32 plus an fp32 attn_bias (2, 4, 5, 7) and, in the backward, an fp32 dbias of
 //              its shape (fa_params 0.4)
-enum class Base { F32, F16, Strided, Packed, Alibi, PackedAlibi, Paged, Append, Bias };
+//   Fp8:       the F32 shapes with fp8 e4m3 q, k, v, a bf16 out and fp32 q_descale, k_descale,
+//              v_descale (2, 2) (fa_params 0.5; forward only)
+enum class Base { F32, F16, Strided, Packed, Alibi, PackedAlibi, Paged, Append, Bias, Fp8 };
 constexpr Base kBases[] = {Base::F32,   Base::F16,         Base::Strided, Base::Packed,
                            Base::Alibi, Base::PackedAlibi, Base::Paged,   Base::Append,
-                           Base::Bias};
-bool forward_only(Base b) { return b == Base::Paged || b == Base::Append; }
+                           Base::Bias,  Base::Fp8};
+bool forward_only(Base b) { return b == Base::Paged || b == Base::Append || b == Base::Fp8; }
 
 Case base_case(Base b) {
   Case c;
@@ -130,6 +132,11 @@ Case base_case(Base b) {
     c.bias_dtype = FA_DTYPE_FP32;
     c.dbias = true;
   }
+  if (b == Base::Fp8) {
+    c.dtype = FA_DTYPE_FP8_E4M3;
+    c.out_dtype = FA_DTYPE_BF16;
+    c.descale = true;
+  }
   return c;
 }
 
@@ -144,6 +151,7 @@ const char* base_name(Base b) {
     case Base::Paged: return "Paged";
     case Base::Append: return "Append";
     case Base::Bias: return "Bias";
+    case Base::Fp8: return "Fp8";
   }
   return "?";
 }
@@ -228,7 +236,9 @@ class Call {
         {"alibi_slopes", &pr.alibi},            {"workspace", &workspace_buf},
         {"k_pages", &pr.k_pages},               {"v_pages", &pr.v_pages},
         {"block_table", &pr.block_table},       {"cache_seqlens", &pr.cache_seqlens},
-        {"attn_bias", &pr.bias},                {"dbias", &pr.dbias}};
+        {"attn_bias", &pr.bias},                {"dbias", &pr.dbias},
+        {"q_descale", &pr.q_descale},           {"k_descale", &pr.k_descale},
+        {"v_descale", &pr.v_descale}};
     for (size_t i = 0; i < extra.size(); ++i) r.emplace_back("extra" + std::to_string(i), &extra[i]);
     return r;
   }
@@ -254,7 +264,8 @@ void each_tensor(fa_params& p, const std::function<void(fa_tensor&)>& f) {
   each_data_tensor(p, f);
   for (fa_tensor* t : {&p.lse, &p.cu_seqlens_q, &p.cu_seqlens_k, &p.alibi_slopes, &p.block_table,
                        &p.cache_seqlens, &p.cache_batch_idx, &p.cache_leftpad, &p.k_new, &p.v_new,
-                       &p.rotary_cos, &p.rotary_sin, &p.attn_bias, &p.dbias})
+                       &p.rotary_cos, &p.rotary_sin, &p.attn_bias, &p.dbias, &p.q_descale,
+                       &p.k_descale, &p.v_descale})
     if (t->data != nullptr) f(*t);
 }
 void set_device(fa_params& p, fa_device d) {
@@ -305,13 +316,16 @@ const std::vector<Entry>& catalogue() {
        "1152 (between 0.1's 1144 and 0.2's 1328)", [](Call& c) { c.p.struct_size = 1152; },
        FA_ERROR_VERSION,
        {"params.struct_size=1152 is not a known size (1144 for version 0.1, 1328 for 0.2, 1864 "
-        "for 0.3, 2040 for 0.4)"}},
+        "for 0.3, 2040 for 0.4, 2304 for 0.5)"}},
       {"struct_size_between_0_2_and_0_3", Base::F32, kAll, "params.struct_size",
        "1400 (between 0.2's 1328 and 0.3's 1864)", [](Call& c) { c.p.struct_size = 1400; },
        FA_ERROR_VERSION, {"params.struct_size=1400 is not a known size"}},
       {"struct_size_between_0_3_and_0_4", Base::F32, kAll, "params.struct_size",
        "1952 (between 0.3's 1864 and 0.4's 2040)", [](Call& c) { c.p.struct_size = 1952; },
        FA_ERROR_VERSION, {"params.struct_size=1952 is not a known size"}},
+      {"struct_size_between_0_4_and_0_5", Base::F32, kAll, "params.struct_size",
+       "2128 (between 0.4's 2040 and 0.5's 2304)", [](Call& c) { c.p.struct_size = 2128; },
+       FA_ERROR_VERSION, {"params.struct_size=2128 is not a known size"}},
       {"struct_size_below_0_1", Base::F32, kAll, "params.struct_size", "1136 (0.1's size - 8)",
        [](Call& c) { c.p.struct_size = 1136; }, FA_ERROR_VERSION,
        {"params.struct_size=1136 is not a known size"}},
@@ -377,14 +391,11 @@ const std::vector<Entry>& catalogue() {
       // --- dtypes ------------------------------------------------------------------------------
       {"q_dtype_int32", Base::F32, kAll, "q.dtype", "FA_DTYPE_INT32",
        [](Call& c) { c.p.q.dtype = FA_DTYPE_INT32; }, FA_ERROR_DTYPE,
-       {"q.dtype=int32 (4) must be fp32, fp16 or bf16"}},
+       {"q.dtype=int32 (4) must be fp32, fp16, bf16 or fp8_e4m3"}},
       {"q_dtype_unknown", Base::F32, kAll, "q.dtype", "99",
        [](Call& c) { c.p.q.dtype = 99; }, FA_ERROR_DTYPE, {"q.dtype=unknown (99)"}},
       {"q_dtype_negative", Base::F32, kAll, "q.dtype", "-1",
        [](Call& c) { c.p.q.dtype = -1; }, FA_ERROR_DTYPE, {"q.dtype=unknown (-1)"}},
-      {"fp8_reserved", Base::F16, kAll, "q.dtype (all data tensors)", "FA_DTYPE_FP8_E4M3",
-       [](Call& c) { each_data_tensor(c.p, [](fa_tensor& t) { t.dtype = FA_DTYPE_FP8_E4M3; }); },
-       FA_ERROR_UNSUPPORTED, {"q.dtype=fp8_e4m3 is reserved"}},
       {"k_dtype_vs_q", Base::F32, kAll, "k.dtype", "fp16 (q fp32)",
        [](Call& c) { c.p.k.dtype = FA_DTYPE_FP16; }, FA_ERROR_DTYPE,
        {"k.dtype=fp16 must be fp32"}},
@@ -1125,6 +1136,62 @@ const std::vector<Entry>& catalogue() {
       {"dbias_address_mod4_1", Base::Bias, kBackward, "dbias.data", "fp32 at address % 4 == 1",
        [](Call& c) { c.p.dbias.data = shifted(c.p.dbias.data, 1); }, FA_ERROR_ALIGNMENT,
        {"dbias.data=", "must be aligned to 4 bytes"}},
+
+      // --- fp8 e4m3 inputs and their descales (0.5) -------------------------------------------
+      {"fp8_backward", Base::F16, kBackward, "q.dtype, k.dtype, v.dtype",
+       "fp8_e4m3 given to fa_backward",
+       [](Call& c) {
+         for (fa_tensor* t : {&c.p.q, &c.p.k, &c.p.v}) t->dtype = FA_DTYPE_FP8_E4M3;
+       },
+       FA_ERROR_UNSUPPORTED,
+       {"fa_backward (the gradients) with q.dtype=fp8_e4m3 is not supported"}},
+      {"fp8_out_fp32", Base::Fp8, kForward, "out.dtype", "fp32 (q fp8_e4m3: fp16 or bf16)",
+       [](Call& c) { c.p.out = c.add(HostTensor(FA_DTYPE_FP32, {2, 5, 4, 8})).view().raw; },
+       FA_ERROR_DTYPE, {"out.dtype=fp32 must be fp16 or bf16 (q.dtype=fp8_e4m3)"}},
+      {"fp8_out_fp8", Base::Fp8, kForward, "out.dtype", "fp8_e4m3",
+       [](Call& c) { c.p.out.dtype = FA_DTYPE_FP8_E4M3; }, FA_ERROR_DTYPE,
+       {"out.dtype=fp8_e4m3 must be fp16 or bf16"}},
+      {"fp8_v_bf16", Base::Fp8, kForward, "v.dtype", "bf16 (q fp8_e4m3)",
+       [](Call& c) { c.p.v = c.add(HostTensor(FA_DTYPE_BF16, {2, 7, 2, 8})).view().raw; },
+       FA_ERROR_DTYPE, {"v.dtype=bf16 must be fp8_e4m3 (q.dtype=fp8_e4m3)"}},
+      {"fp8_dropout", Base::Fp8, kForward, "dropout_p", "0.1 with fp8",
+       [](Call& c) { c.p.dropout_p = 0.1f; }, FA_ERROR_UNSUPPORTED,
+       {"dropout_p != 0 with q.dtype=fp8_e4m3 is not supported"}},
+      {"fp8_attn_bias", Base::Fp8, kForward, "attn_bias", "an fp32 bias with fp8",
+       [](Call& c) { c.p.attn_bias = c.add_random(FA_DTYPE_FP32, {2, 4, 5, 7}, 21); },
+       FA_ERROR_UNSUPPORTED, {"attn_bias with q.dtype=fp8_e4m3 is not supported"}},
+      {"fp8_rotary", Base::Fp8, kForward, "rotary_cos, rotary_sin", "given with fp8",
+       [](Call& c) {
+         c.p.rotary_cos = c.add_random(FA_DTYPE_FP32, {8, 2}, 22);
+         c.p.rotary_sin = c.add_random(FA_DTYPE_FP32, {8, 2}, 23);
+       },
+       FA_ERROR_UNSUPPORTED, {"rotary_cos / rotary_sin (rotary embedding of fp8 keys)"}},
+      {"descale_with_fp16", Base::F16, kForward, "q_descale", "given with fp16 inputs",
+       [](Call& c) { c.p.q_descale = c.add_random(FA_DTYPE_FP32, {2, 2}, 24); }, FA_ERROR_DTYPE,
+       {"q_descale is given but q.dtype=fp16: descales scale fp8_e4m3 inputs only"}},
+      {"q_descale_dtype_fp16", Base::Fp8, kForward, "q_descale.dtype", "fp16",
+       [](Call& c) { c.p.q_descale = c.add_random(FA_DTYPE_FP16, {2, 2}, 25); }, FA_ERROR_DTYPE,
+       {"q_descale.dtype=fp16 must be fp32"}},
+      {"k_descale_rank_1", Base::Fp8, kForward, "k_descale.rank", "1",
+       [](Call& c) { c.p.k_descale.rank = 1; }, FA_ERROR_RANK, {"k_descale.rank=1 must be 2"}},
+      {"v_descale_heads_q", Base::Fp8, kForward, "v_descale.shape", "(2, 4): heads_q, not heads_kv",
+       [](Call& c) { c.p.v_descale = c.add_random(FA_DTYPE_FP32, {2, 4}, 26); }, FA_ERROR_SHAPE,
+       {"v_descale.shape=(2, 4) must be (2, 2): (batch, heads_kv)"}},
+      {"q_descale_batch_1", Base::Fp8, kForward, "q_descale.shape[0]", "1 (batch 2)",
+       [](Call& c) { c.p.q_descale.shape[0] = 1; }, FA_ERROR_SHAPE,
+       {"q_descale.shape=(1, 2) must be (2, 2)"}},
+      {"k_descale_zero_size", Base::Fp8, kForward, "k_descale.shape[1]", "0",
+       [](Call& c) { c.p.k_descale.shape[1] = 0; }, FA_ERROR_SIZE,
+       {"k_descale.shape[1]=0 must be > 0"}},
+      {"v_descale_negative_stride", Base::Fp8, kForward, "v_descale.stride[0]", "-2",
+       [](Call& c) { c.p.v_descale.stride[0] = -2; }, FA_ERROR_STRIDE,
+       {"v_descale.stride[0]=-2 must be >= 0"}},
+      {"q_descale_device_index", Base::Fp8, kForward, "q_descale.device", "(CPU, 3)",
+       [](Call& c) { c.p.q_descale.device.index = 3; }, FA_ERROR_DEVICE,
+       {"q_descale.device=(0, 3) must equal q.device=(0, 0)"}},
+      {"k_descale_address_mod4_2", Base::Fp8, kForward, "k_descale.data", "at address % 4 == 2",
+       [](Call& c) { c.p.k_descale.data = shifted(c.p.k_descale.data, 2); }, FA_ERROR_ALIGNMENT,
+       {"k_descale.data=", "must be aligned to 4 bytes"}},
   };
   return entries;
 }

@@ -13,7 +13,9 @@
  *   k, v paged  (num_blocks, page_size, heads_kv, head_dim) with an int32 block_table
  * Strides are in elements and free, except that the last dimension must be contiguous.
  * Dtypes: q, k and v share one (fp32, fp16 or bf16), which dq, dk and dv also have; out and dout
- * have it too or, on the CPU backend, fp32 with fp16 / bf16 inputs.
+ * have it too or, on the CPU backend, fp32 with fp16 / bf16 inputs. Since 0.5 q, k and v may be
+ * fp8 e4m3 (forward only, CPU backend only in this build) with an fp16 or bf16 out: see
+ * q_descale below.
  * heads_q must be a multiple of heads_kv (GQA / MQA): query head h reads kv head
  * h / (heads_q / heads_kv).
  *
@@ -27,7 +29,7 @@
  * ever appended, and a struct of an older (smaller) size is read as far as its struct_size and
  * completed with the defaults of the fields it predates. The library never reads or writes a
  * byte past the caller's struct_size. Known sizes (LP64): 1144 (0.1), 1328 (0.2), 1864 (0.3),
- * 2040 (0.4).
+ * 2040 (0.4), 2304 (0.5).
  */
 #ifndef FLASHATTN_FLASHATTN_H
 #define FLASHATTN_FLASHATTN_H
@@ -48,7 +50,7 @@ extern "C" {
 #endif
 
 #define FA_VERSION_MAJOR 0
-#define FA_VERSION_MINOR 4
+#define FA_VERSION_MINOR 5
 #define FA_VERSION_PATCH 0
 /* Encoded as major * 10000 + minor * 100 + patch. */
 #define FA_VERSION (FA_VERSION_MAJOR * 10000 + FA_VERSION_MINOR * 100 + FA_VERSION_PATCH)
@@ -91,7 +93,8 @@ typedef enum fa_dtype {
   FA_DTYPE_FP32 = 0,
   FA_DTYPE_FP16 = 1,
   FA_DTYPE_BF16 = 2,
-  FA_DTYPE_FP8_E4M3 = 3, /* reserved: rejected with FA_ERROR_UNSUPPORTED until fp8 kernels land */
+  FA_DTYPE_FP8_E4M3 = 3, /* q, k, v only (0.5): 1 sign, 4 exponent (bias 7), 3 mantissa bits, no
+                            infinities, 0x7F / 0xFF NaN, max 448 (PyTorch's float8_e4m3fn) */
   FA_DTYPE_INT32 = 4,    /* index arrays only: cu_seqlens, block_table, cache_seqlens,
                             cache_batch_idx, cache_leftpad */
   FA_DTYPE_BOOL = 5,     /* attn_bias only (0.4): one byte, 0 = masked, anything else = kept */
@@ -260,6 +263,24 @@ typedef struct fa_params {
    * summed over (batch, heads, queries, keys). Non-overlapping strides. Entries no sequence of
    * a packed batch reads are written 0. data NULL: not computed, no cost. */
   fa_tensor dbias;
+
+  /* ---- Since 0.5, appended: a 0.4 caller's struct (2040 bytes) ends above. All three default to
+   * absent (data NULL), which keeps the behaviour of 0.4. -------------------------------------- */
+
+  /* FP8 inputs (FlashAttention-3's q_descale / k_descale / v_descale): with q, k and v of dtype
+   * FA_DTYPE_FP8_E4M3 (all three, or none), out fp16 or bf16 (out's dtype chooses), lse fp32.
+   * Each descale is optional, fp32, rank 2 (batch, heads_kv) with any non-negative strides
+   * (stride 0 broadcasts), on q's device; data NULL means 1. Element [b][g] multiplies the
+   * decoded values of batch entry b: q's query heads g * (heads_q / heads_kv) ... (g + 1) *
+   * (heads_q / heads_kv) - 1, and kv head g of k and v (packed batches: b is the sequence). The
+   * attention is that of the dequantized tensors, softmax_scale applied to q.k as usual:
+   *   out = softmax(softmax_scale * (q_descale q) . (k_descale k)) (v_descale v).
+   * Descales with other input dtypes are refused (FA_ERROR_DTYPE). FP8 is forward only and is
+   * refused (FA_ERROR_UNSUPPORTED, naming the feature) with dropout, attn_bias, rotary and by
+   * fa_backward; KV caches (dense or paged, k_new appended bit for bit) take fp8 k / v. In this
+   * build the CPU backend implements it (its kernels decode exactly and accumulate in fp32) and
+   * CUDA tensors refuse fp8 with FA_ERROR_UNSUPPORTED. */
+  fa_tensor q_descale, k_descale, v_descale;
 } fa_params;
 
 /* Library version (FA_VERSION encoding) and build description ("cpu", "cpu+cuda(80;90a)"). */
@@ -269,14 +290,15 @@ FA_API const char* fa_build_info(void);
 /* Fills *params with defaults: AUTO backend, no tensors, scale 0 (1/sqrt(d)), windows -1, every
  * field since 0.2 zero; sets struct_size.
  *
- * The name is a macro for the symbol of this header's layout: fa_params_init_v4 writes
- * sizeof(fa_params) of 0.4. The library keeps exporting the symbols of the older layouts, each
+ * The name is a macro for the symbol of this header's layout: fa_params_init_v5 writes
+ * sizeof(fa_params) of 0.5. The library keeps exporting the symbols of the older layouts, each
  * writing its own layout only: fa_params_init (what a program built against the 0.1 header
- * calls; 1144 bytes), fa_params_init_v2 (0.2's header; 1328 bytes) and fa_params_init_v3 (0.3's;
- * 1864 bytes): the library cannot know a caller's size from a pointer, so the header names it.
- * Bindings that load the library dynamically (ctypes) call the symbol of the layout they mirror.
- * The next layout will get fa_params_init_v5 and keep these four. */
-#define fa_params_init fa_params_init_v4
+ * calls; 1144 bytes), fa_params_init_v2 (0.2's header; 1328 bytes), fa_params_init_v3 (0.3's;
+ * 1864 bytes) and fa_params_init_v4 (0.4's; 2040 bytes): the library cannot know a caller's size
+ * from a pointer, so the header names it. Bindings that load the library dynamically (ctypes)
+ * call the symbol of the layout they mirror. The next layout will get fa_params_init_v6 and keep
+ * these five. */
+#define fa_params_init fa_params_init_v5
 FA_API void fa_params_init(fa_params* params);
 
 /* Message of the last failed call on this thread ("" after a success). Valid until the next

@@ -102,6 +102,10 @@ struct Options {
   // 0 = masked), and the backward's optional output dbias (attn_bias's shape, summed over its
   // size-1 dimensions; fp32 or attn_bias's dtype). Empty: none. CPU backend in this build.
   Tensor attn_bias, dbias;
+  // fa_params 0.5: fp32 (batch, heads_kv) factors of fp8 e4m3 q, k, v (FlashAttention-3's
+  // q_descale / k_descale / v_descale); each multiplies its tensor's decoded values. Empty: 1.
+  // Forward only, CPU backend in this build.
+  Tensor q_descale, k_descale, v_descale;
 };
 
 // The C parameter block for the given tensors and options.
@@ -143,6 +147,9 @@ inline fa_params make_params(const Tensor& q, const Tensor& k, const Tensor& v, 
   p.num_splits = o.num_splits;
   p.attn_bias = o.attn_bias.raw;
   p.dbias = o.dbias.raw;
+  p.q_descale = o.q_descale.raw;
+  p.k_descale = o.k_descale.raw;
+  p.v_descale = o.v_descale.raw;
   return p;
 }
 

@@ -121,7 +121,8 @@ void check_alignment(const fa_tensor& t, const char* name, int64_t bytes) {
 // ---- dtypes by role ----------------------------------------------------------------------------
 // Which dtype each tensor may have is a function of its role and of the inputs' dtype (q's, which
 // k and v share). One row per accepted (inputs, role, dtype); cpu_only rows are refused for CUDA
-// tensors with FA_ERROR_UNSUPPORTED. fp8 inputs with a bf16 out, say, will be a row here.
+// tensors with FA_ERROR_UNSUPPORTED. fp8 e4m3 inputs (0.5) take an fp16 or bf16 out and have no
+// gradient or rotary rows: their backward and rotary are refused by name (check_fp8).
 enum class Role {
   Input,     // k, v: the inputs' dtype
   Output,    // out, and dout (a gradient has its tensor's dtype)
@@ -139,11 +140,14 @@ constexpr DtypeRow kDtypeRows[] = {
     {FA_DTYPE_FP32, Role::Input,    FA_DTYPE_FP32, false},
     {FA_DTYPE_FP16, Role::Input,    FA_DTYPE_FP16, false},
     {FA_DTYPE_BF16, Role::Input,    FA_DTYPE_BF16, false},
+    {FA_DTYPE_FP8_E4M3, Role::Input, FA_DTYPE_FP8_E4M3, false},
     {FA_DTYPE_FP32, Role::Output,   FA_DTYPE_FP32, false},
     {FA_DTYPE_FP16, Role::Output,   FA_DTYPE_FP16, false},
     {FA_DTYPE_FP16, Role::Output,   FA_DTYPE_FP32, true},  // the CPU kernels store fp32 as is
     {FA_DTYPE_BF16, Role::Output,   FA_DTYPE_BF16, false},
     {FA_DTYPE_BF16, Role::Output,   FA_DTYPE_FP32, true},
+    {FA_DTYPE_FP8_E4M3, Role::Output, FA_DTYPE_FP16, false},  // FlashAttention-3: bf16 (or fp16)
+    {FA_DTYPE_FP8_E4M3, Role::Output, FA_DTYPE_BF16, false},
     {FA_DTYPE_FP32, Role::Gradient, FA_DTYPE_FP32, false},
     {FA_DTYPE_FP16, Role::Gradient, FA_DTYPE_FP16, false},
     {FA_DTYPE_BF16, Role::Gradient, FA_DTYPE_BF16, false},
@@ -176,6 +180,7 @@ DType to_internal(int32_t t) {
   switch (t) {
     case FA_DTYPE_FP16: return DType::F16;
     case FA_DTYPE_BF16: return DType::BF16;
+    case FA_DTYPE_FP8_E4M3: return DType::E4M3;
     default: return DType::F32;
   }
 }
@@ -618,6 +623,35 @@ void check_dbias(const fa_params* p, Params& r) {
   }
 }
 
+// ---- fp8 descales (0.5) ---------------------------------------------------------------------------
+
+// q_descale, k_descale, v_descale: optional fp32 (batch, heads_kv), any non-negative strides,
+// fp8 inputs only. Sets r's descales (strides 0 on dimensions of size 1).
+void check_descales(const fa_params* p, Params& r) {
+  const std::pair<const fa_tensor*, const char*> all[] = {
+      {&p->q_descale, "q_descale"}, {&p->k_descale, "k_descale"}, {&p->v_descale, "v_descale"}};
+  Params::Descale* out[] = {&r.q_descale, &r.k_descale, &r.v_descale};
+  const char* batch_name = r.varlen() ? "cu_seqlens_q.shape[0] - 1 (batch)" : "q.shape[0] (batch)";
+  for (int i = 0; i < 3; ++i) {
+    const auto& [t, name] = all[i];
+    if (t->data == nullptr) continue;
+    if (p->q.dtype != FA_DTYPE_FP8_E4M3)
+      fail(FA_ERROR_DTYPE, name, " is given but q.dtype=", dtype_name(p->q.dtype),
+           ": descales scale fp8_e4m3 inputs only");
+    check_tensor(*t, name, 2, false);
+    check_dtype_is(*t, name, FA_DTYPE_FP32);
+    if (t->shape[0] != r.batch || t->shape[1] != r.heads_kv)
+      fail(FA_ERROR_SHAPE, name, ".shape=", shape_str(*t), " must be (", r.batch, ", ", r.heads_kv,
+           "): (batch, heads_kv) as FlashAttention-3's, batch = ", batch_name, ", heads_kv = ",
+           "k's heads");
+    check_device(*t, name, p->q.device);
+    check_alignment(*t, name, 4);
+    out[i]->data = static_cast<const float*>(t->data);
+    out[i]->stride_b = t->shape[0] == 1 ? 0 : t->stride[0];
+    out[i]->stride_h = t->shape[1] == 1 ? 0 : t->stride[1];
+  }
+}
+
 Params validate_common(const fa_params* caller, bool backward) {
   if (caller == nullptr) fail(FA_ERROR_NULL_POINTER, "params is NULL");
   // Never a byte past the caller's struct_size: an older layout is read into the current one.
@@ -638,11 +672,10 @@ Params validate_common(const fa_params* caller, bool backward) {
 
   // q first: every other tensor is checked against it.
   check_tensor(p->q, "q", rank, true);
-  if (p->q.dtype == FA_DTYPE_FP8_E4M3)
-    fail(FA_ERROR_UNSUPPORTED, "q.dtype=fp8_e4m3 is reserved; no backend implements it yet");
-  if (p->q.dtype != FA_DTYPE_FP32 && p->q.dtype != FA_DTYPE_FP16 && p->q.dtype != FA_DTYPE_BF16)
+  if (p->q.dtype != FA_DTYPE_FP32 && p->q.dtype != FA_DTYPE_FP16 && p->q.dtype != FA_DTYPE_BF16 &&
+      p->q.dtype != FA_DTYPE_FP8_E4M3)
     fail(FA_ERROR_DTYPE, "q.dtype=", dtype_name(p->q.dtype), " (", p->q.dtype,
-         ") must be fp32, fp16 or bf16");
+         ") must be fp32, fp16, bf16 or fp8_e4m3");
   const fa_device dev = p->q.device;
   if (dev.type == FA_DEVICE_CPU) {
     if (dev.index != 0) fail(FA_ERROR_DEVICE, "q.device.index=", dev.index, " must be 0 for the CPU");
@@ -660,6 +693,7 @@ Params validate_common(const fa_params* caller, bool backward) {
   check_alignment(p->q, "q", dtype_size(to_internal(p->q.dtype)));
   check_cpu_only_features(*p, backward);
   check_bias_cpu_only(*p, backward);
+  check_fp8(*p, backward);
   const char* kv_cache = kv_cache_feature(*p);
   if (kv_cache && backward)
     fail(FA_ERROR_UNSUPPORTED, kv_cache,
@@ -844,6 +878,7 @@ Params validate_common(const fa_params* caller, bool backward) {
   r.offset = p->offset;
   r.deterministic = p->deterministic != 0;
   check_attn_bias(p, r, packed, kv_cache);
+  check_descales(p, r);
   return r;
 }
 
@@ -878,6 +913,25 @@ void check_bias_cpu_only(const fa_params& p, bool backward) {
   if (backward && p.dbias.data != nullptr)
     fail(FA_ERROR_UNSUPPORTED, "dbias (the gradient of attn_bias) is supported on the CPU backend "
          "only in this build");
+}
+
+// fp8 e4m3 inputs (0.5): forward only, and not with the features the fp8 path does not take
+// (FlashAttention-3's fp8 forward has no dropout; an attention bias and rotary are not
+// implemented for fp8 here). Dtypes of k, v and out are the role table's (kDtypeRows).
+void check_fp8(const fa_params& p, bool backward) {
+  if (p.q.dtype != FA_DTYPE_FP8_E4M3) return;
+  if (p.q.device.type != FA_DEVICE_CPU)
+    fail(FA_ERROR_UNSUPPORTED, "q.dtype=fp8_e4m3 is supported on the CPU backend only in this "
+         "build: no CUDA kernel implements fp8 yet (issue 30)");
+  auto refuse = [](const char* what) {
+    fail(FA_ERROR_UNSUPPORTED, what, " with q.dtype=fp8_e4m3 is not supported: the fp8 path is "
+         "an inference forward");
+  };
+  if (backward) refuse("fa_backward (the gradients)");
+  if (p.dropout_p != 0.f) refuse("dropout_p != 0");
+  if (p.attn_bias.data != nullptr) refuse("attn_bias");
+  if (p.rotary_cos.data != nullptr || p.rotary_sin.data != nullptr)
+    refuse("rotary_cos / rotary_sin (rotary embedding of fp8 keys)");
 }
 
 Params validate_forward(const fa_params* p) { return validate_common(p, false); }

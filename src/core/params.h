@@ -11,8 +11,9 @@
 namespace fa {
 
 // Element types a backend may see. F64 never crosses the public ABI: the test oracle uses it to
-// write its results without rounding.
-enum class DType : int { F32, F16, BF16, F64 };
+// write its results without rounding. E4M3 (fa_params 0.5, core/fp8.h) is an input dtype only
+// (q, k, v), with fp16 / bf16 outputs.
+enum class DType : int { F32, F16, BF16, F64, E4M3 };
 
 inline int64_t dtype_size(DType t) {
   switch (t) {
@@ -20,6 +21,7 @@ inline int64_t dtype_size(DType t) {
     case DType::F16: return 2;
     case DType::BF16: return 2;
     case DType::F64: return 8;
+    case DType::E4M3: return 1;
   }
   return 0;
 }
@@ -253,6 +255,19 @@ struct Params {
       return b * stride_b + h * stride_h + i * stride_q + j * stride_k;
     }
   } bias;
+
+  // ---- Since 0.5 (fa_params::q_descale, k_descale, v_descale; fp8 inputs only). Each
+  // multiplies its tensor's dequantized values: q of query head h of batch entry b is
+  // q_descale(b, h / group()) * e4m3 value (FlashAttention-3's (batch, heads_kv) shape, so that
+  // the query heads of one kv head share a factor); k and v of kv head hk likewise. data nullptr:
+  // 1.
+  struct Descale {
+    const float* data = nullptr;
+    int64_t stride_b = 0, stride_h = 0;  // elements; 0 on a broadcast dimension
+    FA_HOST_DEVICE float at(int64_t b, int64_t hk) const {
+      return data ? data[b * stride_b + hk * stride_h] : 1.f;
+    }
+  } q_descale, k_descale, v_descale;
 };
 
 }  // namespace fa

@@ -33,6 +33,7 @@ void reduce_dbias(const Params& p, const Acc* partials, int threads) {
         case DType::F16: static_cast<half_t*>(g.grad)[o] = to_half(float(sum)); break;
         case DType::BF16: static_cast<bfloat16_t*>(g.grad)[o] = to_bf16(float(sum)); break;
         case DType::F64: static_cast<double*>(g.grad)[o] = double(sum); break;  // the oracle's
+        case DType::E4M3: break;  // never a dbias dtype (validation: fp32 or the bias's)
       }
     }
   }

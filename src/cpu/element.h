@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/fp8.h"
 #include "core/params.h"
 
 namespace fa::cpu {
@@ -18,6 +19,7 @@ inline double load_element(DType t, const void* row, int64_t c) {
     case DType::F16: return to_float(static_cast<const half_t*>(row)[c]);
     case DType::BF16: return to_float(static_cast<const bfloat16_t*>(row)[c]);
     case DType::F64: return static_cast<const double*>(row)[c];
+    case DType::E4M3: return to_float(static_cast<const e4m3_t*>(row)[c]);
   }
   return 0.0;
 }
@@ -29,6 +31,7 @@ inline const void* row_of(const View& v, int64_t b, int64_t row, int64_t h) {
     case DType::F16: return v.at<half_t>(b, row, h);
     case DType::BF16: return v.at<bfloat16_t>(b, row, h);
     case DType::F64: return v.at<double>(b, row, h);
+    case DType::E4M3: return v.at<e4m3_t>(b, row, h);
   }
   return nullptr;
 }
@@ -40,6 +43,7 @@ inline const void* key_row_of(const Params& p, const View& v, int64_t b, int64_t
     case DType::F16: return p.key_row<half_t>(v, b, t, h);
     case DType::BF16: return p.key_row<bfloat16_t>(v, b, t, h);
     case DType::F64: return p.key_row<double>(v, b, t, h);
+    case DType::E4M3: return p.key_row<e4m3_t>(v, b, t, h);
   }
   return nullptr;
 }
@@ -51,6 +55,7 @@ inline void store_element(const View& v, int64_t b, int64_t row, int64_t h, int6
     case DType::F16: v.at<half_t>(b, row, h)[c] = to_half(float(x)); break;
     case DType::BF16: v.at<bfloat16_t>(b, row, h)[c] = to_bf16(float(x)); break;
     case DType::F64: v.at<double>(b, row, h)[c] = x; break;
+    case DType::E4M3: v.at<e4m3_t>(b, row, h)[c] = to_e4m3(float(x)); break;  // never an output
   }
 }
 

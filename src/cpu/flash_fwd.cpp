@@ -52,7 +52,10 @@ void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t 
   const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
   const uint32_t bh = uint32_t(b * p.heads_q + h);
 
-  load_tile<T>(p.q, b, sq.q_start + row0, rows, rows_pad, h, d, p.softmax_scale, w.q, dp);
+  // fp8: q's and k's descales fold into the scale of Q, v's into the normalisation below (each
+  // 1 for other dtypes: the same bits as without them).
+  const float q_scale = p.softmax_scale * p.q_descale.at(b, hk) * p.k_descale.at(b, hk);
+  load_tile<T>(p.q, b, sq.q_start + row0, rows, rows_pad, h, d, q_scale, w.q, dp);
   std::fill(w.o, w.o + rows_pad * dp, 0.f);
   std::fill(w.m, w.m + rows_pad, kNegInf);
   std::fill(w.l, w.l + rows_pad, 0.f);
@@ -119,9 +122,10 @@ void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t 
   }
 
   // Normalise; a row with no visible key outputs 0 and lse = -inf (when the caller wants it).
+  const float v_descale = p.v_descale.at(b, hk);
   for (int64_t r = 0; r < rows; ++r) {
     const bool empty = w.l[r] == 0.f;
-    const float inv = empty ? 0.f : 1.f / w.l[r];
+    const float inv = empty ? 0.f : v_descale / w.l[r];
     float* o = w.o + r * dp;
     for (int64_t c = 0; c < d; ++c) o[c] *= inv;
     if (p.lse.data) p.lse.at(b, h, sq.q_start + row0 + r) = empty ? kNegInf : w.m[r] + std::log(w.l[r]);
@@ -155,6 +159,7 @@ void flash_forward(const Params& p, void* workspace, size_t bytes, int threads) 
     case DType::F32: return forward<float>(p, workspace, bytes, threads);
     case DType::F16: return forward<half_t>(p, workspace, bytes, threads);
     case DType::BF16: return forward<bfloat16_t>(p, workspace, bytes, threads);
+    case DType::E4M3: return forward<e4m3_t>(p, workspace, bytes, threads);
     case DType::F64: break;
   }
 }

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "core/fp8.h"
 #include "core/rotary.h"
 #include "cpu/element.h"
 
@@ -79,6 +80,7 @@ void append_kv(const Params& p, int threads) {
     case DType::F32: return append<float>(p, threads);
     case DType::F16: return append<half_t>(p, threads);
     case DType::BF16: return append<bfloat16_t>(p, threads);
+    case DType::E4M3: return append<e4m3_t>(p, threads);  // fp8: without rotary, a byte copy
     case DType::F64: break;  // never an input dtype of the ABI
   }
 }
@@ -94,6 +96,7 @@ View rotate_queries(const Params& p, void* dst, int threads) {
     case DType::F16: return rotate_q<half_t>(p, dst, threads);
     case DType::BF16: return rotate_q<bfloat16_t>(p, dst, threads);
     case DType::F64: break;
+    case DType::E4M3: break;  // validation refuses rotary with fp8
   }
   return p.q;
 }

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/dtype.h"
+#include "core/fp8.h"
 #include "core/mask.h"
 #include "core/philox.h"
 #include "cpu/bias.h"
@@ -16,11 +17,13 @@
 namespace fa::cpu {
 namespace {
 
-// Round to the 16-bit input type (identity for fp32 inputs).
+// Round to the low-precision input type (identity for fp32 inputs); fp8 e4m3 as the GPU's
+// cvt.rn.satfinite does (the naive fp8 baseline's P).
 float round_to(DType t, float x) {
   switch (t) {
     case DType::F16: return to_float(to_half(x));
     case DType::BF16: return to_float(to_bf16(x));
+    case DType::E4M3: return round_to_e4m3(x);
     default: return x;
   }
 }
@@ -32,21 +35,26 @@ Acc keep_factor(const DropoutStream& drop, uint32_t bh, int64_t i, int64_t j) {
 }
 
 // Rows [row0, row0 + rows) of head h of a view, densely into dst (rows, d) in Acc.
+// Each element times `descale` (fp8 inputs' dequantization; 1 otherwise, which is exact).
 template <typename Acc>
-void gather(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t h, int64_t d, Acc* dst) {
+void gather(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t h, int64_t d, Acc* dst,
+            float descale = 1.f) {
   for (int64_t r = 0; r < rows; ++r) {
     const void* src = row_of(v, b, row0 + r, h);
-    for (int64_t c = 0; c < d; ++c) dst[r * d + c] = Acc(load_element(v.dtype, src, c));
+    for (int64_t c = 0; c < d; ++c)
+      dst[r * d + c] = Acc(load_element(v.dtype, src, c)) * Acc(descale);
   }
 }
-// The keys [0, len_k) of sequence sq, head h, of k or v (dense or paged), into dst (len_k, d).
+// The keys [0, len_k) of sequence sq, head h, of k or v (dense or paged), into dst (len_k, d),
+// dequantized by `descale`.
 template <typename Acc>
 void gather_keys(const Params& p, const View& v, int64_t b, const Sequence& sq, int64_t h,
-                 Acc* dst) {
+                 Acc* dst, float descale = 1.f) {
   const int64_t d = p.head_dim;
   for (int64_t r = 0; r < sq.len_k; ++r) {
     const void* src = key_row_of(p, v, b, sq.k_start + r, h);
-    for (int64_t c = 0; c < d; ++c) dst[r * d + c] = Acc(load_element(v.dtype, src, c));
+    for (int64_t c = 0; c < d; ++c)
+      dst[r * d + c] = Acc(load_element(v.dtype, src, c)) * Acc(descale);
   }
 }
 
@@ -161,9 +169,10 @@ void reference_forward(const Params& p, void* workspace, size_t bytes, int threa
     Acc* V = take<Acc>(arena, p.seqlen_k * d);
     Acc* lse = take<Acc>(arena, p.seqlen_q);
     Acc* o = take<Acc>(arena, d);
-    gather(p.q, b, sq.q_start, sq.len_q, h, d, Q);
-    gather_keys(p, p.k, b, sq, hk, K);
-    gather_keys(p, p.v, b, sq, hk, V);
+    // fp8: the attention of the dequantized tensors (descales 1 for other dtypes).
+    gather(p.q, b, sq.q_start, sq.len_q, h, d, Q, p.q_descale.at(b, hk));
+    gather_keys(p, p.k, b, sq, hk, K, p.k_descale.at(b, hk));
+    gather_keys(p, p.v, b, sq, hk, V, p.v_descale.at(b, hk));
     probabilities<Acc>(p, sq, b, h, Q, K, P, nullptr, lse);
     const uint32_t bh = uint32_t(b * p.heads_q + h);
     for (int64_t i = 0; i < sq.len_q; ++i) {

@@ -17,6 +17,7 @@
 
 #include "core/params.h"
 #include "core/dtype.h"
+#include "core/fp8.h"
 #include "cpu/scratch.h"
 
 #if defined(__F16C__)
@@ -182,6 +183,19 @@ inline void convert_row(const T* __restrict in, int64_t n, float scale, float* _
   for (; c < n; ++c) out[c] = to_float(in[c]) * scale;
 }
 
+// fp8 e4m3: through a 256-entry table of the exact values (the bit decoding branches).
+template <>
+inline void convert_row<e4m3_t>(const e4m3_t* __restrict in, int64_t n, float scale,
+                                float* __restrict out) {
+  static const struct Table {
+    float v[256];
+    Table() {
+      for (int c = 0; c < 256; ++c) v[c] = to_float(e4m3_t{uint8_t(c)});
+    }
+  } table;
+  for (int64_t c = 0; c < n; ++c) out[c] = table.v[in[c].bits] * scale;
+}
+
 // Load `rows` rows into a dense fp32 tile (rows_pad x ld), multiplied by `scale`; padding rows and
 // columns become 0. Row r is at src(r) (a const T*), so that a tile of keys may span the pages of
 // a paged cache.
@@ -246,6 +260,7 @@ inline void load_tile_as(const View& v, int64_t b, int64_t row0, int64_t rows, i
     case DType::BF16:
       return load_tile<bfloat16_t>(v, b, row0, rows, rows_pad, h, d, scale, dst, ld);
     case DType::F64: break;  // the test oracle's own outputs: never a flash kernel's tensor
+    case DType::E4M3: return load_tile<e4m3_t>(v, b, row0, rows, rows_pad, h, d, scale, dst, ld);
   }
 }
 
@@ -277,6 +292,7 @@ inline void store_rows_as(const View& v, int64_t b, int64_t row0, int64_t rows, 
     case DType::F16: return store_rows<half_t>(v, b, row0, rows, h, d, src, ld, uniform);
     case DType::BF16: return store_rows<bfloat16_t>(v, b, row0, rows, h, d, src, ld, uniform);
     case DType::F64: break;  // never a flash kernel's tensor
+    case DType::E4M3: break;  // an input dtype only: validation gives fp8 calls a 16-bit out
   }
 }
 

@@ -1,6 +1,6 @@
-/* The body of a caller, included by old_caller.c, v0_2_caller.c, v0_3_caller.c and new_caller.c
- * after their own flashattn header: the same source compiled against four layouts of fa_params. ABI_RUN names
- * the function. */
+/* The body of a caller, included by old_caller.c, v0_2_caller.c, v0_3_caller.c, v0_4_caller.c and
+ * new_caller.c after their own flashattn header: the same source compiled against five layouts
+ * of fa_params. ABI_RUN names the function. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

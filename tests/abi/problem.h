@@ -35,6 +35,7 @@ static void abi_fill(float* x, int n, uint32_t seed) {
 int abi_run_v0_1(abi_results* r);
 int abi_run_v0_2(abi_results* r);
 int abi_run_v0_3(abi_results* r);
+int abi_run_v0_4(abi_results* r);
 int abi_run_current(abi_results* r);
 
 #endif

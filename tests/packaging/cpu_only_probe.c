@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "FAIL: dlopen %s: %s\n", argv[1], dlerror());
     return 1;
   }
-  init = (init_fn)sym(h, "fa_params_init_v4");
+  init = (init_fn)sym(h, "fa_params_init_v5");
   fwd_size = (size_fn)sym(h, "fa_forward_workspace_size");
   fwd = (fwd_fn)sym(h, "fa_forward");
   last_error = (msg_fn)sym(h, "fa_last_error");
