@@ -10,7 +10,10 @@ Code that imports `flash_attn` itself (a library you do not edit) can be pointed
 unpad_input, index_first_axis, ...) comes with it. `flashattn.kernel_family(q, k, v, ...)`
 names the library's kernel family a call would run. `flashattn.scaled_dot_product_attention` is
 PyTorch's F.scaled_dot_product_attention (attn_mask, is_causal, scale, enable_gqa; the
-(batch, heads, seq, dim) layout) over the library. See docs/python.md.
+(batch, heads, seq, dim) layout) over the library. fp8 e4m3 inputs (FlashAttention-3's
+q_descale / k_descale / v_descale keywords; forward only, CPU in this build): torch.float8_e4m3fn
+tensors, or `flashattn.e4m3(uint8_bytes)` on torch without that dtype; `flashattn.fp8` has the
+conversions. See docs/python.md.
 """
 import sys
 
@@ -26,15 +29,18 @@ from .flash_attn_interface import (
     kernel_family,
 )
 from .sdpa import scaled_dot_product_attention
+from ._fp8 import e4m3
+from . import _fp8 as fp8
 from . import bert_padding, flash_attn_interface
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 __all__ = [
     "flash_attn_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func",
     "flash_attn_varlen_func", "flash_attn_varlen_qkvpacked_func",
     "flash_attn_varlen_kvpacked_func", "flash_attn_with_kvcache", "FlashAttnError", "build_info", "library_path",
     "install_as_flash_attn", "kernel_family", "bert_padding", "scaled_dot_product_attention",
+    "e4m3", "fp8",
 ]
 
 

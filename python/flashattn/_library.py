@@ -96,10 +96,11 @@ def _declare(lib):
     lib.fa_version.restype = c.c_int32
     lib.fa_build_info.restype = c.c_char_p
     lib.fa_last_error.restype = c.c_char_p
-    # The initialisers of the 0.2 layout (FaParams), the 0.3 one (FaParamsV3) and the 0.4 one
-    # (FaParamsV4, the C header's fa_params_init); the symbol fa_params_init itself writes the 0.1
-    # layout, for programs built against that header.
-    for name in ("fa_params_init_v2", "fa_params_init_v3", "fa_params_init_v4"):
+    # The initialisers of the 0.2 layout (FaParams), the 0.3 one (FaParamsV3), the 0.4 one
+    # (FaParamsV4) and the 0.5 one (FaParamsV5, the C header's fa_params_init); the symbol
+    # fa_params_init itself writes the 0.1 layout, for programs built against that header.
+    for name in ("fa_params_init_v2", "fa_params_init_v3", "fa_params_init_v4",
+                 "fa_params_init_v5"):
         fn = getattr(lib, name)
         fn.argtypes = [c.c_void_p]
         fn.restype = None

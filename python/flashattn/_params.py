@@ -4,8 +4,9 @@ The struct is declared once with ctypes (the layout authority here, checked agai
 own sizeof(fa_params) at load time): the 0.2 layout, initialised by the library's
 fa_params_init_v2, for every call but flash_attn_with_kvcache, which uses the 0.3 layout
 (FaParamsV3, fa_params_init_v3), and calls with an attention bias or a query shift (the
-scaled_dot_product_attention entry, attn_bias=) use the 0.4 layout (FaParamsV4, fa_params_init_v4:
-the C header's fa_params_init). The fields since 0.2 default to
+scaled_dot_product_attention entry, attn_bias=) use the 0.4 layout (FaParamsV4, fa_params_init_v4),
+and fp8 calls (q_descale=...) the 0.5 one (FaParamsV5, fa_params_init_v5: the C header's
+fa_params_init). The fields since 0.2 default to
 zero, which is also what a zeroed struct holds. Tensors are written into it with one precompiled
 struct.pack_into per fa_tensor rather than field by field: a call fills up to eleven tensors, and
 ctypes attribute assignment costs about 0.1 us per field, which alone would eat the wrapper's
@@ -20,6 +21,7 @@ from ._library import FlashAttnError
 
 FA_DTYPE_FP32, FA_DTYPE_FP16, FA_DTYPE_BF16, FA_DTYPE_INT32 = 0, 1, 2, 4
 FA_DTYPE_BOOL, FA_DTYPE_INT8 = 5, 6  # attn_bias only: a mask
+FA_DTYPE_FP8_E4M3 = 3  # q, k, v of fp8 calls (_fp8.py)
 FA_MAX_RANK = 4
 FA_ERROR_DTYPE, FA_ERROR_RANK, FA_ERROR_SIZE, FA_ERROR_DEVICE, FA_ERROR_VERSION = 2, 3, 9, 15, 19
 FA_ERROR_WINDOW, FA_ERROR_WORKSPACE = 11, 16
@@ -30,6 +32,8 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 DTYPE_CODES = {torch.float32: FA_DTYPE_FP32, torch.float16: FA_DTYPE_FP16,
                torch.bfloat16: FA_DTYPE_BF16, torch.int32: FA_DTYPE_INT32,
                torch.bool: FA_DTYPE_BOOL, torch.int8: FA_DTYPE_INT8}
+if hasattr(torch, "float8_e4m3fn"):  # torch >= 2.1; torch 1.13 passes uint8 bytes (_fp8.E4M3)
+    DTYPE_CODES[torch.float8_e4m3fn] = FA_DTYPE_FP8_E4M3
 
 
 class FaDevice(ctypes.Structure):
@@ -76,11 +80,18 @@ class FaParamsV4(FaParamsV3):
     _fields_ = [("attn_bias", FaTensor), ("dbias", FaTensor)]
 
 
+class FaParamsV5(FaParamsV4):
+    """The 0.5 layout: 0.4's fields, then the fp32 (batch, heads_kv) descales of fp8 e4m3 q, k,
+    v. Only fp8 calls fill it (_fp8.forward); the others keep their layouts."""
+    _fields_ = [("q_descale", FaTensor), ("k_descale", FaTensor), ("v_descale", FaTensor)]
+
+
 # data, dtype, rank, shape[4], stride[4], device.type, device.index in native layout.
 _TENSOR = struct.Struct("@P2i4q4q2i")
 OFFSET = {name: getattr(FaParams, name).offset for name, _ in FaParams._fields_}
 OFFSET.update({name: getattr(FaParamsV3, name).offset for name, _ in FaParamsV3._fields_})
 OFFSET.update({name: getattr(FaParamsV4, name).offset for name, _ in FaParamsV4._fields_})
+OFFSET.update({name: getattr(FaParamsV5, name).offset for name, _ in FaParamsV5._fields_})
 _PAD = [(0,) * n for n in range(FA_MAX_RANK + 1)]
 _TENSOR_FIELDS = [name for name, kind in FaParams._fields_ if kind is FaTensor]
 # The fa_tensor fields from a given one on, in struct order (put_run's consecutive run).
@@ -107,7 +118,7 @@ def check_layout(lib):
     if [OFFSET[f] - OFFSET["q"] for f in run] != [i * _TENSOR.size for i in range(len(run))]:
         raise FlashAttnError(FA_ERROR_VERSION, f"fa_params tensors {run} are not consecutive")
     for init, mirror in ((lib.fa_params_init_v2, FaParams), (lib.fa_params_init_v3, FaParamsV3),
-                         (lib.fa_params_init_v4, FaParamsV4)):
+                         (lib.fa_params_init_v4, FaParamsV4), (lib.fa_params_init_v5, FaParamsV5)):
         p = mirror()
         init(ctypes.byref(p))
         if p.struct_size != ctypes.sizeof(mirror):
@@ -126,9 +137,11 @@ def new_params():
     return p
 
 
-def put(p, field, t, name):
-    """Writes a view of torch tensor t into p.<field>. No copy; t must outlive the C call."""
-    code = DTYPE_CODES.get(t.dtype)
+def put(p, field, t, name, code=None):
+    """Writes a view of torch tensor t into p.<field>. No copy; t must outlive the C call. code:
+    the fa_dtype to declare instead of t's own (fp8 bytes held in a uint8 tensor)."""
+    if code is None:
+        code = DTYPE_CODES.get(t.dtype)
     if code is None:
         want = ("torch.int32" if name.startswith("cu_seqlens") else
                 "float32, float16, bfloat16 or bool" if name == "attn_bias" else

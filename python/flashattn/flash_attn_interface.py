@@ -19,6 +19,12 @@ strides; varlen: (batch, nheads, >= max_seqlen_q, >= max_seqlen_k), indexed from
 start). float32 / float16 / bfloat16 are added after the scale and softcap, bool / int8 hide the
 keys where False / 0; differentiable (its gradient sums over the broadcast dimensions).
 
+fp8 (FlashAttention-3's interface, fa_params 0.5; CPU tensors in this build, forward only):
+flash_attn_func / flash_attn_varlen_func take fp8 e4m3 q, k, v - torch.float8_e4m3fn tensors, or
+flashattn.e4m3(uint8 bytes) where torch has no float8 dtype (1.13) - with the keywords
+q_descale / k_descale / v_descale (float32 (batch, nheads_k)) and return bfloat16 (out_dtype=
+torch.float16: fp16). See _fp8.py and docs/api.md.
+
 kernel_family is this binding's own: which of the library's kernel families a call would run.
 
 Dropout draws its (seed, offset) pair from torch's default CPU generator, so torch.manual_seed
@@ -26,11 +32,11 @@ makes it reproducible and a CPU run reproduces a GPU run's mask; the backward re
 """
 import torch
 
-from . import _attn_probs, _kernels, _kvcache, ops
+from . import _attn_probs, _fp8, _kernels, _kvcache, ops
 from ._library import FlashAttnError
 from ._params import check_options
 
-FA_ERROR_SHAPE, FA_ERROR_UNSUPPORTED = 4, 18
+FA_ERROR_DTYPE, FA_ERROR_SHAPE, FA_ERROR_UNSUPPORTED = 2, 4, 18
 _RNG_HIGH = 2 ** 63 - 1  # seed and offset are uint64 in the C ABI; int64 tensors hold < 2^63
 
 
@@ -96,15 +102,47 @@ class FlashAttnExtFunc(torch.autograd.Function):
         return (dq, dk, dv, dbias if want_dbias else None) + (None,) * 14
 
 
+def _fp8_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                   scale, causal, window_left, window_right, softcap, alibi_slopes,
+                   return_attn_probs, attn_bias, fp8):
+    """The fp8 e4m3 forward (FlashAttention-3's descales); fp8: (q_descale, k_descale,
+    v_descale, out_dtype)."""
+    q_descale, k_descale, v_descale, out_dtype = fp8
+    if not _fp8.is_fp8(q):
+        raise FlashAttnError(FA_ERROR_DTYPE, "q_descale / k_descale / v_descale are given but "
+                             f"q.dtype={q.dtype}: descales scale fp8 e4m3 inputs only")
+    for what, bad in (("dropout_p > 0", dropout_p > 0), ("attn_bias", attn_bias is not None)):
+        if bad:
+            raise FlashAttnError(FA_ERROR_UNSUPPORTED, f"{what} with fp8 e4m3 inputs is not "
+                                 "supported: the fp8 path is an inference forward")
+    if torch.is_grad_enabled() and any(getattr(t, "requires_grad", False)
+                                       for t in (q, k, v, q_descale, k_descale, v_descale)):
+        raise FlashAttnError(FA_ERROR_UNSUPPORTED, "fp8 e4m3 inputs are forward only: no "
+                             "gradient flows into q, k, v or the descales (call under "
+                             "torch.no_grad())")
+    out, lse = _fp8.forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                            scale, bool(causal), window_left, window_right, float(softcap),
+                            alibi_slopes, q_descale, k_descale, v_descale,
+                            torch.bfloat16 if out_dtype is None else out_dtype,
+                            return_attn_probs)
+    return (out, lse, None) if return_attn_probs else out
+
+
 def _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
-               return_attn_probs, attn_bias=None, q_shift=0):
+               return_attn_probs, attn_bias=None, q_shift=0, fp8=None):
     # softmax_scale None -> 0.0, the C ABI's "1/sqrt(headdim)"; the same value reaches backward.
     scale = 0.0 if softmax_scale is None else float(softmax_scale)
     window_left, window_right = window_size
     window_left, window_right = int(window_left), int(window_right)
     # Before the custom op: torch's dispatcher turns an int past int64 into its own RuntimeError.
     check_options(max_seqlen_q, max_seqlen_k, window_left, window_right)
+    if (fp8 is not None and any(x is not None for x in fp8)) or _fp8.is_fp8(q) or \
+            _fp8.is_fp8(k) or _fp8.is_fp8(v):
+        return _fp8_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                              dropout_p, scale, causal, window_left, window_right, softcap,
+                              alibi_slopes, return_attn_probs, attn_bias,
+                              fp8 if fp8 is not None else (None,) * 4)
     rng = draw_dropout_rng() if dropout_p > 0 else None
     args = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, float(dropout_p), scale,
             bool(causal), window_left, window_right, float(softcap))
@@ -149,14 +187,18 @@ def _split(packed, dim, count, name, layout):
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False,
                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False,
-                    return_attn_probs=False, *, attn_bias=None):
+                    return_attn_probs=False, *, attn_bias=None, q_descale=None, k_descale=None,
+                    v_descale=None, out_dtype=None):
     """Attention over q (batch, seqlen_q, nheads, headdim), k/v (batch, seqlen_k, nheads_k,
     headdim). causal and window_size=(left, right) are bottom-right aligned (query i sits at key
     position i + seqlen_k - seqlen_q; -1 = unbounded). alibi_slopes: fp32 (nheads,) or
-    (batch, nheads). attn_bias: see the module's docstring. Returns out, or
+    (batch, nheads). attn_bias: see the module's docstring. fp8 e4m3 q, k, v with q_descale /
+    k_descale / v_descale (float32 (batch, nheads_k), FlashAttention-3's) and out_dtype
+    (bfloat16 by default, or float16): see the module's docstring. Returns out, or
     (out, softmax_lse, None) with return_attn_probs."""
     return _attention(q, k, v, None, None, 0, 0, dropout_p, softmax_scale, causal, window_size,
-                      softcap, alibi_slopes, deterministic, return_attn_probs, attn_bias)
+                      softcap, alibi_slopes, deterministic, return_attn_probs, attn_bias,
+                      fp8=(q_descale, k_descale, v_descale, out_dtype))
 
 
 def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False,
@@ -181,13 +223,18 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                            dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
                            softcap=0.0, alibi_slopes=None, deterministic=False,
-                           return_attn_probs=False, block_table=None, *, attn_bias=None):
+                           return_attn_probs=False, block_table=None, *, attn_bias=None,
+                           q_descale=None, k_descale=None, v_descale=None, out_dtype=None):
     """Packed variable-length batch: q (total_q, nheads, headdim), k/v (total_k, nheads_k,
     headdim), cu_seqlens_q/k int32 (batch + 1,) prefix sums. With block_table (batch,
     max_num_blocks) int32, k/v are a paged cache (num_blocks, page_block_size, nheads_k, headdim)
     and sequence b's keys are the first cu_seqlens_k[b + 1] - cu_seqlens_k[b] rows of its pages
-    (chunked prefill; forward only, no dropout or attn_bias)."""
+    (chunked prefill; forward only, no dropout or attn_bias). fp8 e4m3 q, k, v and the descales
+    (float32 (batch, nheads_k)) as flash_attn_func's (not with block_table in this binding)."""
     if block_table is not None:
+        if _fp8.is_fp8(q) or q_descale is not None:
+            raise FlashAttnError(FA_ERROR_UNSUPPORTED, "block_table with fp8 e4m3 inputs is not "
+                                 "supported by this binding yet")
         if dropout_p > 0 or attn_bias is not None:
             raise FlashAttnError(FA_ERROR_UNSUPPORTED, "block_table with dropout_p > 0 or attn_bias "
                                  "is not supported (a paged cache is an inference path)")
@@ -201,7 +248,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
         return (out, lse, None) if return_attn_probs else out
     return _attention(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
                       dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
-                      deterministic, return_attn_probs, attn_bias)
+                      deterministic, return_attn_probs, attn_bias,
+                      fp8=(q_descale, k_descale, v_descale, out_dtype))
 
 
 def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0,

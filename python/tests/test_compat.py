@@ -28,6 +28,11 @@ SIGNATURES = {
 
 # This binding's own additions: keyword-only, after every flash_attn parameter.
 EXTENSIONS = [("attn_bias", None)]
+# FlashAttention-3's fp8 keywords (fa_params 0.5) and this binding's out_dtype, on the functions
+# that take q, k, v separately.
+FP8_EXTENSIONS = [("q_descale", None), ("k_descale", None), ("v_descale", None),
+                  ("out_dtype", None)]
+FP8_FUNCTIONS = ("flash_attn_func", "flash_attn_varlen_func")
 
 
 def test_signatures_match_flash_attn():
@@ -41,7 +46,7 @@ def test_signatures_match_flash_attn():
         assert got == expected, name
         extra = [(p.name, p.default) for p in params.values()
                  if p.kind == inspect.Parameter.KEYWORD_ONLY]
-        assert extra == EXTENSIONS, name
+        assert extra == EXTENSIONS + (FP8_EXTENSIONS if name in FP8_FUNCTIONS else []), name
 
 
 def test_import_as_flash_attn_and_interface_module():
