@@ -81,6 +81,11 @@ void check_forward(const Params& p, const Context& ctx) {
          ".", dev.minor, "; the CUDA kernels of this build need >= 8.0");
   if (p.dtype == DType::F32)
     fail(FA_ERROR_UNSUPPORTED, "q.dtype=fp32 on CUDA: the GPU kernels take fp16 or bf16");
+  // fp8 e4m3 (fa_params 0.5): validation refuses it for CUDA tensors until a family takes it;
+  // every kernel behind this check would read its bytes as fp16 (issue 30).
+  if (p.dtype == DType::E4M3)
+    fail(FA_ERROR_UNSUPPORTED, "q.dtype=fp8_e4m3 on CUDA: the GPU kernels take fp16 or bf16 "
+         "(no fp8 kernel yet)");
   if (p.head_dim % 8 != 0)
     fail(FA_ERROR_HEAD_DIM, "head_dim=", p.head_dim, " must be a multiple of 8 on CUDA");
   if (kernel_head_dim(p.head_dim) == 0)

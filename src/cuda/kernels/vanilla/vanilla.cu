@@ -314,6 +314,8 @@ void run_typed(const Params& p, Pass pass, void* workspace, size_t bytes, void* 
 }  // namespace
 
 void check(const Params& p, const Context& ctx) {
+  if (p.dtype == DType::E4M3)  // run_typed would read the bytes as fp32
+    fail(FA_ERROR_UNSUPPORTED, "cuda-vanilla: q.dtype=fp8_e4m3 has no vanilla kernel");
   const DeviceProps& dev = ctx.device;
   const int major = dev.major, minor = dev.minor;
   const int need = p.dtype == DType::BF16 ? 8 : 7;  // cuBLAS bf16 GEMMs need Ampere
