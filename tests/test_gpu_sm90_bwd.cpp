@@ -7,13 +7,15 @@
 // the deterministic mode, windows, softcap, ALiBi, packed batches, views TMA cannot map) goes to
 // cuda-sm80 with the knob on, and with the knob off no backward goes to cuda-sm90. Skipped
 // without an sm90 GPU, in a build without sm_90a code or without backward kernels.
-// Written with the kernel, before its first GPU run: NOT YET RUN.
+// Sm90BwdLayout checks the kernel's dQ accumulator order on the host (every build). Written with
+// the kernel, before its first GPU run: the GPU tests have NOT YET RUN.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "cuda/kernels/sm80/dq_layout.h"
 #include "gpu_support.h"
 
 #ifdef FA_TEST_CUDA
@@ -22,6 +24,40 @@
 
 namespace fa::test {
 namespace {
+
+// The dQ accumulator order of the sm90 main kernel (host-checkable, so on every build): a
+// consumer's 64 x 64 dQ block blk (C fragments of its warps w = 0..3, rows 16 w + g (+ 8), column
+// 64 blk + 8 n + 2 t (+ 1)) adds at DqTileLayout<16, 64, 4>::pair_offset(4 blk + w, lane, j),
+// and the postprocess reads element (row, col) at offset(row, col) of the kBlockM (64) x d tile:
+// the two must agree and cover the tile once, at d 128 (blocks 0, 1) and d 64 (block 0).
+TEST(Sm90BwdLayout, DqBlocksCoverTheTileOnce) {
+  using L = fa::cuda::sm80::DqTileLayout<16, 64, 4>;
+  for (const int d : {64, 128}) {
+    std::vector<int> hits(size_t(64 * d), 0);
+    for (int blk = 0; blk < d / 64; ++blk)
+      for (int w = 0; w < 4; ++w)
+        for (int lane = 0; lane < 32; ++lane)
+          for (int j = 0; j < L::kReds; ++j)
+            for (int e = 0; e < 2; ++e) {
+              const int g = lane / 4, t = lane % 4;
+              const int row = 16 * w + 8 * L::half(j) + g;
+              const int col = 64 * blk + 8 * L::nt(j) + 2 * t + e;
+              const int off = L::pair_offset(4 * blk + w, lane, j) + e;
+              ASSERT_EQ(L::mt(j), 0);
+              ASSERT_EQ(L::offset(row, col), off) << "d " << d << " row " << row << " col " << col;
+              ASSERT_GE(off, 0);
+              ASSERT_LT(off, 64 * d);
+              ++hits[size_t(off)];
+            }
+    for (int i = 0; i < 64 * d; ++i) ASSERT_EQ(hits[size_t(i)], 1) << "d " << d << " float " << i;
+    // The postprocess reads columns c .. c + 3 (c a multiple of 4) of a row as one float4.
+    for (int row = 0; row < 64; ++row)
+      for (int c = 0; c < d; c += 4) {
+        ASSERT_EQ(L::offset(row, c) % 4, 0) << "d " << d << " row " << row << " col " << c;
+        for (int k = 1; k < 4; ++k) ASSERT_EQ(L::offset(row, c + k), L::offset(row, c) + k);
+      }
+  }
+}
 
 #ifdef FA_TEST_CUDA
 
