@@ -75,7 +75,7 @@ case $mode in
         dims="64" bench_dims=64
         # and the sm90 grid's d 64 kernel cases on every build first (192 keys have not run yet)
         export FA_AB_TEST_FILTER=${FA_AB_TEST_FILTER:-'Grid/GpuSm90*_d64*:Grid/GpuSm90*_d40*'}
-        variants=(sm90d64n192="-DCMAKE_CUDA_FLAGS=-DFA_TUNING_SM90_FWD_D64_BLOCK_N=192"
+        variants=(sm90d64n192="-DFA_TUNING_SM90_FWD_D64_BLOCK_N=192"
                   sm80="-DFA_TUNING_SM90_FWD=0") ;;
       *) echo "bench sets: launch (default), schedules, d64" >&2; exit 2 ;;
     esac
