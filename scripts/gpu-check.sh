@@ -30,6 +30,10 @@ export PATH=/usr/local/cuda/bin:$PATH
 gtest_src=${FA_GTEST_SOURCE_DIR:-$PWD/.deps/googletest}
 jobs=$(nproc)
 summary=()
+# Each GPU step under a time limit (FA_GPU_CHECK_STEP_LIMIT seconds, default 240): a kernel that
+# hangs (an mbarrier phase or a named barrier miscounted in code not yet run) costs that step, rc
+# 124 in the summary, not the whole device call.
+step_limit=${FA_GPU_CHECK_STEP_LIMIT:-240}
 
 t0=$(date +%s)
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFA_ARCHS="${FA_ARCHS:-90a}" \
@@ -47,7 +51,7 @@ shards=${FA_GPU_CHECK_SHARDS:-4}
 gpu_filter='Grid/Gpu*:Paged/GpuKv*:GpuKvFamilyDispatch*:GpuKvHostile*:GpuHeadDimPadRefusal*:*VanillaGpu*:GpuBackward*:GpuForwardLse*:GpuNegativeScale*:Shapes/GpuWgmma*:Grid/GpuSm90*:GpuSm90Fallback*:GpuSm90BwdFallback*:HeadDims/GpuDropout*:HeadDims/GpuDeterministic*:HeadDims/GpuBwdTail*:Arrays/GpuHostile*:GpuHostile*'
 pids=()
 for ((i = 0; i < shards; ++i)); do
-  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i ./build-gpu/tests/fa_tests \
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "$step_limit" ./build-gpu/tests/fa_tests \
     --gtest_filter="$gpu_filter" > "$out/gpu-tests-$i.log" 2>&1 &
   pids+=($!)
 done
@@ -70,7 +74,7 @@ if [ -x "$trt_tests" ]; then
   t0=$(date +%s)
   "$trt_tests" > "$out/trt-tests.log" 2>&1
   rc=$?
-  compute-sanitizer --tool memcheck --error-exitcode 9 "$trt_tests" \
+  timeout "$step_limit" compute-sanitizer --tool memcheck --error-exitcode 9 "$trt_tests" \
     --gtest_filter='Grid/GpuTrtPlugin.EnqueueMatchesTheReference/*fp16*_d64*:GpuTrtPluginEmpty.*' \
     >> "$out/trt-tests.log" 2>&1
   mrc=$?
@@ -84,12 +88,12 @@ t0=$(date +%s)
 memcheck_filter='Grid/GpuSm90Bwd*s113x203_d64*:GpuKvHostile*:Grid/GpuKvUpdate*:*GpuKvFamily*_d64*:*Gpu*s113x203*:*GpuDropout*d64:GpuForwardLse*:Shapes/GpuWgmma*:HeadDims/GpuBwdTail*d64:Arrays/GpuHostile*:GpuHostile*'
 racecheck_filter='Grid/GpuSm90Bwd*s113x203_d64*:Grid/GpuKvUpdate*:*Gpu*_d64_*s113x203*:*Gpu*s113x203*_d64*:Grid/Gpu*s799x3*:HeadDims/GpuBwdTail*d64'
 {
-  compute-sanitizer --tool memcheck --error-exitcode 9 ./build-gpu/tests/fa_tests \
+  timeout "$step_limit" compute-sanitizer --tool memcheck --error-exitcode 9 ./build-gpu/tests/fa_tests \
     --gtest_filter="$memcheck_filter" > "$out/memcheck.log" 2>&1
   echo "memcheck rc=$?" > "$out/memcheck.rc"
 } &
 {
-  compute-sanitizer --tool racecheck --error-exitcode 9 ./build-gpu/tests/fa_tests \
+  timeout "$step_limit" compute-sanitizer --tool racecheck --error-exitcode 9 ./build-gpu/tests/fa_tests \
     --gtest_filter="$racecheck_filter" > "$out/racecheck.log" 2>&1
   echo "racecheck rc=$?" > "$out/racecheck.rc"
 } &
