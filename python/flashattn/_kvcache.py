@@ -14,7 +14,8 @@ import torch
 
 from . import _library
 from ._kernels import _call, _device_of, _usable
-from ._params import FA_ERROR_DTYPE, FA_ERROR_SIZE, FaParamsV3, put, put_options
+from ._params import (FA_DTYPE_FP8_E4M3, FA_ERROR_DTYPE, FA_ERROR_SIZE, FaParamsV3, FaParamsV5,
+                      put, put_options)
 
 FA_ERROR_RANK = 3
 
@@ -31,9 +32,17 @@ def _index(t, name, batch, device):
 
 def forward(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
             cache_leftpad, block_table, softmax_scale, causal, window_left, window_right, softcap,
-            rotary_interleaved, alibi_slopes, num_splits, want_lse):
-    """(out, lse or None); k_cache / v_cache updated in place when k, v are given."""
+            rotary_interleaved, alibi_slopes, num_splits, want_lse, fp8=None):
+    """(out, lse or None); k_cache / v_cache updated in place when k, v are given. fp8: None, or
+    (q_descale, k_descale, v_descale, out_dtype) for fp8 e4m3 q, caches and new keys (the 0.5
+    layout; the bytes of e4m3 markers are what the library reads and writes)."""
+    from . import _fp8  # late: _fp8 imports _kernels, as this module does
     lib = _library.load()
+    code = None
+    if fp8 is not None:
+        code = FA_DTYPE_FP8_E4M3
+        q, k_cache, v_cache, k, v = (None if t is None else _fp8._raw(t)
+                                     for t in (q, k_cache, v_cache, k, v))
     if q.dim() != 4:
         raise _library.FlashAttnError(FA_ERROR_RANK, f"q.dim()={q.dim()} must be 4: "
                                       "(batch, seqlen_q, nheads, headdim)")
@@ -41,12 +50,14 @@ def forward(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, ca
     batch = q.shape[0]
     q = _usable(q, "q", cuda)
     keep = [q, k_cache, v_cache]  # everything the C call reads stays alive until it returns
-    p = FaParamsV3()
-    p.struct_size = ctypes.sizeof(FaParamsV3)
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    put(p, "q", q, "q")
-    put(p, "k", k_cache, "k_cache")
-    put(p, "v", v_cache, "v_cache")
+    layout = FaParamsV3 if fp8 is None else FaParamsV5
+    p = layout()
+    p.struct_size = ctypes.sizeof(layout)
+    out_dtype = q.dtype if fp8 is None else fp8[3]
+    out = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    put(p, "q", q, "q", code)
+    put(p, "k", k_cache, "k_cache", code)
+    put(p, "v", v_cache, "v_cache", code)
     put(p, "out", out, "out")
     lse = None
     if want_lse:
@@ -58,7 +69,13 @@ def forward(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, ca
         if t is not None:
             t = _usable(t, name, cuda)
             keep.append(t)
-            put(p, field, t, name)
+            put(p, field, t, name, code if field in ("k_new", "v_new") else None)
+    if fp8 is not None:
+        for field, t in zip(("q_descale", "k_descale", "v_descale"), fp8[:3]):
+            if t is not None:
+                t = _usable(t, field, cuda)
+                keep.append(t)
+                put(p, field, t, field)
     for field, t, name in (("cache_seqlens", cache_seqlens, "cache_seqlens"),
                            ("cache_batch_idx", cache_batch_idx, "cache_batch_idx"),
                            ("cache_leftpad", cache_leftpad, "cache_leftpad"),

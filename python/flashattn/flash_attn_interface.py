@@ -301,7 +301,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None,
                             block_table=None, softmax_scale=None, causal=False,
                             window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
-                            alibi_slopes=None, num_splits=0, return_softmax_lse=False):
+                            alibi_slopes=None, num_splits=0, return_softmax_lse=False, *,
+                            q_descale=None, k_descale=None, v_descale=None, out_dtype=None):
     """flash_attn's flash_attn_with_kvcache: attention of q against a KV cache, forward only.
 
     q (batch, seqlen_q, nheads, headdim); k_cache / v_cache (batch_cache, seqlen_cache,
@@ -316,11 +317,29 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     heuristic, 1 none, n > 1 forced split-KV. Returns out (like q), and with
     return_softmax_lse=True (out, softmax_lse (batch, nheads, seqlen_q) fp32). Errors name the
     library's fields: k_cache is `k`, k is `k_new` (docs/api.md). CUDA tensors: the library
-    refuses the KV-cache fields for now (FlashAttnError naming the feature)."""
+    refuses the KV-cache fields for now (FlashAttnError naming the feature).
+
+    fp8 e4m3 (this binding's keywords, FlashAttention-3's names; CPU in this build): q, the caches
+    and k / v as torch.float8_e4m3fn or flashattn.e4m3(uint8 bytes), all of them, with
+    q_descale / k_descale / v_descale float32 (batch, nheads_k) and out_dtype (bfloat16 by
+    default, or float16); new keys are appended bit for bit; no rotary."""
     window_left, window_right = window_size
     check_options(None, None, window_left, window_right)
+    fp8 = None
+    if (_fp8.is_fp8(q) or _fp8.is_fp8(k_cache) or q_descale is not None or
+            k_descale is not None or v_descale is not None):
+        for t, name in ((q, "q"), (k_cache, "k_cache"), (v_cache, "v_cache"), (k, "k"), (v, "v")):
+            if t is not None and not _fp8.is_fp8(t):
+                raise FlashAttnError(FA_ERROR_DTYPE, f"{name} is not fp8 e4m3 while q, the caches "
+                                     "or the descales are: all of q, k_cache, v_cache, k, v must "
+                                     "be (torch.float8_e4m3fn or flashattn.e4m3(uint8 bytes))")
+        if out_dtype not in (None, torch.bfloat16, torch.float16):
+            raise FlashAttnError(FA_ERROR_DTYPE, f"out_dtype={out_dtype} must be torch.bfloat16 "
+                                 "or torch.float16 with fp8 inputs")
+        fp8 = (q_descale, k_descale, v_descale,
+               torch.bfloat16 if out_dtype is None else out_dtype)
     out, lse = _kvcache.forward(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
                                 cache_batch_idx, cache_leftpad, block_table, softmax_scale,
                                 causal, window_left, window_right, softcap, rotary_interleaved,
-                                alibi_slopes, num_splits, return_softmax_lse)
+                                alibi_slopes, num_splits, return_softmax_lse, fp8)
     return (out, lse) if return_softmax_lse else out

@@ -195,3 +195,29 @@ def test_forward_only():
     with torch.no_grad():
         out = flashattn.flash_attn_func(wrap(qb), wrap(qb), wrap(qb), q_descale=qd)
     assert torch.isfinite(out.float()).all()
+
+
+def test_kvcache_appends_fp8_keys_bit_for_bit():
+    gen = torch.Generator().manual_seed(11)
+    b, hq, hk, d, cap = 2, 4, 2, 16, 20
+    kc, kd = quantized(gen, b, cap, hk, d)
+    vc, vd = quantized(gen, b, cap, hk, d)
+    kn, _ = quantized(gen, b, 3, hk, d)
+    vn, _ = quantized(gen, b, 3, hk, d)
+    qb, qd = quantized(gen, b, 3, hq, d, hq // hk)
+    lens = torch.tensor([4, 15], dtype=torch.int32)
+    out = flashattn.flash_attn_with_kvcache(wrap(qb), wrap(kc), wrap(vc), wrap(kn), wrap(vn),
+                                            cache_seqlens=lens, causal=True, q_descale=qd,
+                                            k_descale=kd, v_descale=vd)
+    assert out.dtype == torch.bfloat16
+    for i in range(b):
+        n = int(lens[i])
+        assert torch.equal(kc[i, n:n + 3], kn[i]) and torch.equal(vc[i, n:n + 3], vn[i])
+        q = dequant(qb[i:i + 1], qd[i:i + 1], hq // hk)
+        k, v = dequant(kc[i:i + 1, :n + 3], kd[i:i + 1]), dequant(vc[i:i + 1, :n + 3], vd[i:i + 1])
+        ref, _ = attention(q, k, v, causal=True)
+        naive, _ = attention(q, k, v, causal=True, compute=torch.float32)
+        check_rule("out", out[i:i + 1].double(), ref, naive.to(torch.bfloat16).double(), 2, 1e-5)
+    bf = torch.zeros(b, cap, hk, d, dtype=torch.bfloat16)
+    with pytest.raises(flashattn.FlashAttnError, match="k_cache is not fp8 e4m3"):
+        flashattn.flash_attn_with_kvcache(wrap(qb), bf, wrap(vc), cache_seqlens=lens)

@@ -222,7 +222,8 @@ def test_int_cache_seqlens_and_no_lse(gen):
 
 def test_signature_matches_flash_attn():
     params = inspect.signature(flashattn.flash_attn_with_kvcache).parameters
-    assert [(p.name, p.default) for p in params.values()] == [
+    flash_attn = [p for p in params.values() if p.kind != inspect.Parameter.KEYWORD_ONLY]
+    assert [(p.name, p.default) for p in flash_attn] == [
         ("q", inspect.Parameter.empty), ("k_cache", inspect.Parameter.empty),
         ("v_cache", inspect.Parameter.empty), ("k", None), ("v", None), ("rotary_cos", None),
         ("rotary_sin", None), ("cache_seqlens", None), ("cache_batch_idx", None),
@@ -230,6 +231,10 @@ def test_signature_matches_flash_attn():
         ("causal", False), ("window_size", (-1, -1)), ("softcap", 0.0),
         ("rotary_interleaved", True), ("alibi_slopes", None), ("num_splits", 0),
         ("return_softmax_lse", False)]
+    # This binding's keyword-only additions: FlashAttention-3's fp8 descales, and out_dtype.
+    assert [(p.name, p.default) for p in params.values()
+            if p.kind == inspect.Parameter.KEYWORD_ONLY] == [
+        ("q_descale", None), ("k_descale", None), ("v_descale", None), ("out_dtype", None)]
     assert flashattn.flash_attn_interface.flash_attn_with_kvcache is \
         flashattn.flash_attn_with_kvcache
     assert "flash_attn_with_kvcache" in flashattn.__all__
