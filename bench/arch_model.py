@@ -432,6 +432,7 @@ def calibration_summary():
 # fp32 S with P written over it, plus dS in the backward, 32 MiB of cuBLAS workspace) against
 # flash (outputs, LSE, the backward's fp32 dQ accumulator and per-row D / LSE).
 def memory_bytes(op, b, h, s_q, s_k, d, elem=2, h_kv=None):
+    """Bytes beyond the inputs; fwdbwd counts the backward's, the larger."""
     q, kv = b * h * s_q * d * elem, b * (h_kv or h) * s_k * d * elem
     lse = b * h * s_q * 4
     scores = b * h * s_q * s_k * 4

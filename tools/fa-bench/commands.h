@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "arch_model.h"
 #include "measure.h"
 #include "plan.h"
 #include "record.h"
@@ -66,11 +67,21 @@ struct PlanArgs {
   std::string json;
 };
 
+struct ArchArgs {
+  std::vector<std::string> gpus;  // keys; empty: every GPU of the model
+  std::vector<std::string> ops{"fwd", "bwd"};
+  AttnShape shape;
+  int64_t layers = 1;  // times are for this many layers (a model preset's)
+  std::string model;   // the preset's name, "" for a bare shape
+  std::string json, csv, command;
+};
+
 // Each returns the process exit code; tables go to stdout, progress to stderr.
 int cmd_run(const RunArgs& a, const Timing& t, const Output& o);
 int cmd_sweep(const SweepArgs& a, const Timing& t, const Output& o);
 int cmd_compare(const CompareArgs& a, const Timing& t, const Output& o);
 int cmd_plan(const PlanArgs& a);
+int cmd_arch(const ArchArgs& a);  // arch.cpp
 void list_models();
 
 }  // namespace fabench

@@ -3,6 +3,7 @@
 //   fa-bench sweep    the standard grid of shared/BENCH.md, JSON + CSV
 //   fa-bench compare  standard vs flash time and peak memory against sequence length
 //   fa-bench plan     attention activation memory of a model, standard vs flash
+//   fa-bench arch     the support matrix and the modeled standard vs flash figures per GPU
 // Every flag is described by `fa-bench <subcommand> --help` (a man page). Bad input exits with
 // status 2, a message naming the flag and what it expects, and writes nothing. Defaults that
 // depend on the device (shapes, dtype, repeats) are applied once --device is known.
@@ -95,6 +96,21 @@ std::map<std::string, fatools::ManPage> man_pages() {
         {{"EXAMPLES", " fa-bench plan --list-models\n"
                       " fa-bench plan --model llama-2-7b -s 4096,8192 --mode training --memory-gib 80\n"
                       " fa-bench plan --layers 24 --hidden 2048 --heads 16 --kv-heads 4 -s 4096"},
+         exit_status, see_also}}},
+      {"fa-bench arch",
+       {"Which of our kernel families each GPU runs (the support matrix, with the family the "
+        "library dispatches per pass), then, for one shape or a model preset, the modeled time, "
+        "TFLOP/s and memory of standard attention (vanilla) against the library's flash call on "
+        "each GPU: ms, TFLOP/s, MiB beyond the call's inputs, speed-up and memory ratio. With "
+        "--model the times are the model's layers' (one attention call each) and the mask is "
+        "causal unless --mask says otherwise. Every figure is modeled, not measured: "
+        "bench/arch_model.json's constants (compiled in), calibrated on H200 measurements and "
+        "carried to the other GPUs by their datasheet rates (docs/architectures.md states the "
+        "error on the H200; elsewhere it is unknown). bench/arch_model.py computes the same "
+        "numbers. Pure arithmetic: nothing runs.",
+        {{"EXAMPLES", " fa-bench arch\n"
+                      " fa-bench arch --model llama-3-8b --seqlen 8192 --batch 8\n"
+                      " fa-bench arch --gpu a100-80gb,h100-sxm --op fwdbwd -s 16384 -d 128 --json a.json"},
          exit_status, see_also}}},
   };
 }
@@ -321,11 +337,71 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--json", plan_args.json, "write the table as JSON to this file.")
       ->check(writable())->type_name("PATH");
 
+  ArchArgs arch;
+  std::string arch_model_name, arch_mask = "auto", arch_dtype = "auto";
+  std::vector<std::string> gpu_keys;
+  for (const ArchGpu& g : arch_model().gpus) gpu_keys.push_back(g.key);
+  CLI::App* arch_cmd = app.add_subcommand(
+      "arch", "the support matrix and the modeled time, TFLOP/s and memory of standard vs flash "
+              "attention per GPU (modeled: calibrated on H200 measurements)");
+  arch_cmd->add_option("--gpu", arch.gpus, fmt::format("GPUs, comma-separated: {} (default: all).",
+                                                       fmt::join(gpu_keys, ", ")))
+      ->check(fatools::one_of(gpu_keys))->delimiter(',')->type_name("LIST");
+  arch_cmd->add_option("--op", arch.ops, "passes, comma-separated: fwd, bwd, fwdbwd.")
+      ->check(fatools::one_of(kOps))->delimiter(',')->type_name("LIST")->capture_default_str();
+  arch_cmd->add_option("--model", arch_model_name, "a preset of `fa-bench plan --list-models`: its "
+                       "heads, kv heads, head dim and layers.")->type_name("NAME");
+  arch_cmd->add_option("-b,--batch", arch.shape.b, "batch size.")->check(positive)
+      ->type_name("N")->capture_default_str();
+  arch_cmd->add_option("--heads", arch.shape.h, "query heads.")->check(positive)
+      ->type_name("N")->capture_default_str();
+  arch_cmd->add_option("--kv-heads", arch.shape.h_kv, "key/value heads, dividing --heads "
+                       "(default: --heads).")->check(positive)->type_name("N");
+  arch_cmd->add_option("-s,--seqlen", arch.shape.s_q, "query sequence length.")->check(positive)
+      ->type_name("N")->capture_default_str();
+  arch_cmd->add_option("--seqlen-k", arch.shape.s_k, "key sequence length (default: --seqlen).")
+      ->check(positive)->type_name("N");
+  arch_cmd->add_option("-d,--head-dim", arch.shape.d, "head dimension (1..256).")->check(head_dim)
+      ->type_name("N")->capture_default_str();
+  arch_cmd->add_option("--layers", arch.layers, "layers the times are summed over (default: 1, or "
+                       "the preset's).")->check(positive)->type_name("N");
+  arch_cmd->add_option("--mask", arch_mask, "full, causal, or auto (causal with --model, full "
+                       "otherwise).")->check(fatools::one_of({"auto", "full", "causal"}))
+      ->type_name("MASK")->capture_default_str();
+  arch_cmd->add_option("--dtype", arch_dtype, "bf16, fp16, or auto (each GPU's grid dtype: bf16, "
+                       "fp16 on Turing, which has no bf16 tensor cores).")
+      ->check(fatools::one_of({"auto", "bf16", "fp16"}))->type_name("TYPE")->capture_default_str();
+  arch_cmd->add_option("--json", arch.json, "write the support matrix and the rows as JSON.")
+      ->check(writable())->type_name("PATH");
+  arch_cmd->add_option("--csv", arch.csv, "write the rows as CSV (RFC 4180).")
+      ->check(writable())->type_name("PATH");
+
   if (const int rc = fatools::parse(app, argc, argv); rc >= 0) return rc;
   out.command.clear();
   for (int i = 0; i < argc; ++i) out.command += (i ? " " : "") + std::string(argv[i]);
 
   try {
+    if (arch_cmd->parsed()) {
+      if (!arch_model_name.empty()) {
+        const ModelShape* m = find_preset(arch_model_name);
+        if (!m) return usage_error("--model '" + arch_model_name + "' is not a preset (see plan --list-models)");
+        if (arch_cmd->count("--heads") + arch_cmd->count("--kv-heads") + arch_cmd->count("--head-dim") > 0)
+          return usage_error("--model excludes --heads/--kv-heads/--head-dim");
+        arch.model = m->name;
+        arch.shape.h = m->heads;
+        arch.shape.h_kv = m->kv_heads;
+        arch.shape.d = m->head_dim;
+        if (arch_cmd->count("--layers") == 0) arch.layers = m->layers;
+      }
+      if (arch.shape.d > 256)
+        return usage_error(fmt::format("--model: head_dim {} is above 256", arch.shape.d));
+      if (arch.shape.h % arch.shape.kv_heads())
+        return usage_error(fmt::format("--kv-heads={} must divide --heads={}", arch.shape.kv_heads(), arch.shape.h));
+      arch.shape.causal = arch_mask == "causal" || (arch_mask == "auto" && !arch.model.empty());
+      arch.shape.dtype = arch_dtype == "auto" ? "" : arch_dtype;
+      arch.command = out.command;
+      return cmd_arch(arch);
+    }
     if (plan_cmd->parsed()) {
       if (list) { list_models(); return 0; }
       if (!model.empty()) {
