@@ -14,6 +14,7 @@
 #ifdef FA_TEST_CUDA
 #include <cuda_runtime.h>
 
+#include "core/device.h"
 #include "cuda/backend.h"
 #endif
 
@@ -150,6 +151,29 @@ inline bool backward_unavailable(const fa_params& p, std::string* why,
   if (st != FA_ERROR_BACKEND && st != FA_ERROR_UNSUPPORTED) return false;
   *why = fa_last_error();
   return true;
+}
+
+// True, with the reason in *why, where this machine and build cannot run cuda-sm90's `pass`
+// under `tuning`: no sm90 GPU, no sm_90a code (FA_ARCHS), for a backward no backward kernels.
+// Any other refusal of a plain bf16 d 64 call is a failure, not a skip: false with *why set.
+inline bool skip_without_sm90(Pass pass, const Tuning& tuning, std::string* why) {
+  if (skip_without_gpu(why)) return true;
+  if (fa::cuda_device_props(0).major != 9) {
+    *why = "not an sm90 GPU";
+    return true;
+  }
+  Case c;
+  c.dtype = FA_DTYPE_BF16;
+  c.head_dim = 64;
+  Problem pr(c);
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  const bool backward = pass == Pass::Backward;
+  if (backward && backward_unavailable(dev.p, why)) return true;  // FA_CUDA_BACKWARD=OFF
+  const std::string f = family_of(dev.p, pass, tuning);
+  if (f == "cuda-sm90") return false;
+  *why = std::string("cuda-sm90 refused a plain bf16 ") + (backward ? "backward" : "call") +
+         " (it ran " + f + ")";
+  return std::string(fa_build_info()).find("90a") == std::string::npos;
 }
 
 // Runs one pass with a workspace of exactly the queried size, poisoned (0xFF: NaN as floats,

@@ -33,24 +33,9 @@ Tuning sm90_on() {
 
 std::string family(const fa_params& p, const Tuning& t) { return family_of(p, Pass::Forward, t); }
 
-// Skips unless this machine and build can run cuda-sm90: an sm90 GPU and sm_90a code in the
-// build. Any other refusal of a plain bf16 call is a failure, not a skip (*why says it).
+// Skips unless this machine and build can run cuda-sm90's forward (gpu_support.h).
 bool skip_without_sm90(std::string* why) {
-  if (skip_without_gpu(why)) return true;
-  if (fa::cuda_device_props(0).major != 9) {
-    *why = "not an sm90 GPU";
-    return true;
-  }
-  Case c;
-  c.dtype = FA_DTYPE_BF16;
-  c.head_dim = 64;
-  Problem pr(c);
-  DeviceProblem dev(pr, FA_BACKEND_AUTO);
-  const std::string f = family(dev.p, sm90_on());
-  if (f == "cuda-sm90") return false;
-  *why = "cuda-sm90 refused a plain bf16 call (it ran " + f + ")";
-  // A build without sm_90a code (FA_ARCHS) skips; otherwise the refusal is a failure.
-  return std::string(fa_build_info()).find("90a") == std::string::npos;
+  return fa::test::skip_without_sm90(Pass::Forward, sm90_on(), why);
 }
 
 std::vector<Case> sm90_cases() {

@@ -71,26 +71,9 @@ std::string bwd_family(const fa_params& p, const Tuning& t) {
   return family_of(p, Pass::Backward, t);
 }
 
-// Skips unless this machine and build can run cuda-sm90's backward: an sm90 GPU, sm_90a code
-// and backward kernels in the build. Any other refusal of a plain bf16 d 64 backward is a
-// failure, not a skip (*why says it).
+// Skips unless this machine and build can run cuda-sm90's backward (gpu_support.h).
 bool skip_without_sm90_bwd(std::string* why) {
-  if (skip_without_gpu(why)) return true;
-  if (fa::cuda_device_props(0).major != 9) {
-    *why = "not an sm90 GPU";
-    return true;
-  }
-  Case c;
-  c.dtype = FA_DTYPE_BF16;
-  c.head_dim = 64;
-  Problem pr(c);
-  DeviceProblem dev(pr, FA_BACKEND_AUTO);
-  if (backward_unavailable(dev.p, why)) return true;  // FA_CUDA_BACKWARD=OFF
-  const std::string f = bwd_family(dev.p, sm90_bwd_on());
-  if (f == "cuda-sm90") return false;
-  *why = "cuda-sm90 refused a plain bf16 backward (it ran " + f + ")";
-  // A build without sm_90a code (FA_ARCHS) skips; otherwise the refusal is a failure.
-  return std::string(fa_build_info()).find("90a") == std::string::npos;
+  return skip_without_sm90(Pass::Backward, sm90_bwd_on(), why);
 }
 
 // dtype x d 64 / 128 x causal or not x lengths (one tile each way, odd lengths across several

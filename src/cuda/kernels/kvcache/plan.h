@@ -58,6 +58,9 @@ inline int64_t waves_of(int64_t blocks, int64_t workers) { return (blocks + work
 // From this many waves on, a call is not split for the waves' sake: its last wave's tail is under
 // a quarter of its time.
 constexpr int64_t kSplitWavesBelow = 4;
+// The heuristic takes the smallest split count within this many percent of the best one's
+// waves per part: each further part costs its partials' write and a share of the combine.
+constexpr int64_t kSplitSlackPercent = 3;
 
 // The parts of a call: the caller's num_splits (capped at kMaxSplits and at one per tile of keys),
 // else the count whose blocks fill the device's resident blocks (`workers`) best. A decode is
@@ -90,13 +93,15 @@ inline Plan make_plan(int64_t batch, int64_t heads_kv, int64_t seqlen_q, int64_t
   int64_t cap = seqlen_k / min_keys_per_split(kernel_d);
   if (cap > kMaxSplits) cap = kMaxSplits;
   if (cap <= 1) return plan;
-  // waves(n) / n compared without a division: waves(a) / a < waves(b) / b as waves(a) b < waves(b) a.
+  // waves(n) / n compared without a division: waves(a) / a < waves(b) / b as
+  // waves(a) b < waves(b) a.
+  auto waves = [&](int64_t n) { return waves_of(n * plan.blocks, workers); };
   int64_t best = 1;
   for (int64_t n = 2; n <= cap; ++n)
-    if (waves_of(n * plan.blocks, workers) * best < waves_of(best * plan.blocks, workers) * n) best = n;
-  const int64_t best_waves = waves_of(best * plan.blocks, workers);
-  for (int64_t n = 1; n <= best; ++n)  // the smallest n with waves(n) / n <= 1.03 waves(best) / best
-    if (100 * waves_of(n * plan.blocks, workers) * best <= 103 * best_waves * n) {
+    if (waves(n) * best < waves(best) * n) best = n;
+  // The smallest n within kSplitSlackPercent of the best.
+  for (int64_t n = 1; n <= best; ++n)
+    if (100 * waves(n) * best <= (100 + kSplitSlackPercent) * waves(best) * n) {
       plan.splits = n;
       break;
     }
