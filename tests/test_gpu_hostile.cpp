@@ -262,15 +262,22 @@ TEST(GpuHostile, CheckedModeIsRefusedWhileCapturing) {
   Problem pr(hostile_base(false));
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
   dev.p.check_inputs = 1;
+  // A workspace of the size asked for (the sm90 family's tile scheduler needs one), so that the
+  // capture is the only thing refused.
+  size_t ws_bytes = 0;
+  ASSERT_EQ(fa_forward_workspace_size(&dev.p, &ws_bytes), FA_OK) << fa_last_error();
+  void* ws = nullptr;
+  if (ws_bytes) ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
   cudaStream_t s = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
   ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  const fa_status st = fa_forward(&dev.p, nullptr, 0, s);
+  const fa_status st = fa_forward(&dev.p, ws, ws_bytes, s);
   const std::string msg = fa_last_error();
   cudaGraph_t g = nullptr;
   EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
   if (g) cudaGraphDestroy(g);
   cudaStreamDestroy(s);
+  cudaFree(ws);
   EXPECT_EQ(st, FA_ERROR_UNSUPPORTED) << msg;
   EXPECT_NE(msg.find("capturing a CUDA graph"), std::string::npos) << msg;
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
