@@ -1,4 +1,4 @@
-// CPU FlashAttention forward: tiled Q·Kᵀ, online softmax in fp32, P·V, never materialising the
+// CPU FlashAttention forward: tiled K·Qᵀ, online softmax in fp32, P·V, never materialising the
 // (seqlen_q x seqlen_k) score matrix. One task = (batch, head, block of kFwdBlockM query rows);
 // OpenMP spreads tasks over threads, each with its own scratch carved from the workspace.
 //
@@ -16,31 +16,70 @@
 namespace fa::cpu::FA_CPU_ISA {
 namespace {
 
+// The block is held transposed: Sᵀ = K (Q scale)ᵀ is (keys x queries), so each query's softmax
+// statistics (max, sum, rescale factor) are lanes of a vector and the online softmax runs
+// kLanes queries at a time with no horizontal reductions. K and V tiles are used as loaded
+// (row-major, no per-query-block transpose); Q is transposed once per task, for all its key
+// tiles; O += P V reads Pᵀ through gemm_at.
 struct ForwardScratch {
-  float* q;   // (kFwdBlockM, dp)   Q * softmax_scale
-  float* kt;  // (dp, kBlockN)   Kᵀ
-  float* v;   // (kBlockN, dp)
-  float* s;   // (kFwdBlockM, kBlockN) logits, then probabilities
-  float* o;   // (kFwdBlockM, dp)   unnormalised output accumulator
-  float* m;   // (kFwdBlockM)       running row max of the logits
-  float* l;   // (kFwdBlockM)       running row sum of exp(logit - m)
+  float* qt;     // (dp, kFwdBlockM)       (Q * softmax_scale)ᵀ
+  float* k;      // (kBlockN, dp)
+  float* v;      // (kBlockN, dp)
+  float* st;     // (kBlockN, kFwdBlockM)  logits, then probabilities, transposed
+  float* o;      // (kFwdBlockM, dp)       unnormalised output accumulator
+  float* m;      // (kFwdBlockM)           running row max of the logits
+  float* l;      // (kFwdBlockM)           running row sum of exp(logit - m)
+  float* alpha;  // (kFwdBlockM)           this key tile's rescale factor of O
 
   ForwardScratch(Arena& a, int64_t dp) {
-    q = a.floats(kFwdBlockM * dp);
+    qt = a.floats(dp * kFwdBlockM);
     o = a.floats(kFwdBlockM * dp);
-    kt = a.floats(dp * kBlockN);
+    k = a.floats(kBlockN * dp);
     v = a.floats(kBlockN * dp);
-    s = a.floats(kFwdBlockM * kBlockN);
+    st = a.floats(kBlockN * kFwdBlockM);
     m = a.floats(kFwdBlockM);
     l = a.floats(kFwdBlockM);
+    alpha = a.floats(kFwdBlockM);
   }
 };
+static_assert(kFwdBlockM % kLanes == 0, "the softmax runs whole vectors of queries");
+
+// Online softmax of one key tile for queries [0, qn) (qn a multiple of kLanes), kLanes queries
+// at a time: m <- max(m, column max of Sᵀ), Sᵀ <- exp(Sᵀ - m), l <- alpha l + column sum, with
+// alpha = exp(m_old - m) (exactly 1 where the max did not move), kept for O.
+inline void online_softmax(const ForwardScratch& w, int64_t qn) {
+  constexpr int64_t ld = kFwdBlockM;
+  for (int64_t c = 0; c < qn; c += kLanes) {
+    const fvec m_old = vload(w.m + c);
+    fvec m_new = m_old;
+    for (int64_t j = 0; j < kBlockN; ++j) {
+      const fvec x = vload(w.st + j * ld + c);
+      m_new = x > m_new ? x : m_new;
+    }
+    // A query that has seen no visible key yet keeps m = -inf; use 0 so exp gives 0, not NaN.
+    const fvec m_use = m_new == vsplat(kNegInf) ? vsplat(0.f) : m_new;
+    // Subtract before scaling by log2(e): with |logits| ~ 1e4 the difference is exact where
+    // the two products would each round to ~1e-3.
+    fvec sum{};
+    for (int64_t j = 0; j < kBlockN; ++j) {
+      float* s = w.st + j * ld + c;
+      const fvec e = exp2_approx((vload(s) - m_use) * kLog2e);
+      vstore(s, e);
+      sum += e;
+    }
+    const fvec alpha = exp2_approx((m_old - m_use) * kLog2e);
+    vstore(w.alpha + c, alpha);
+    vstore(w.l + c, vload(w.l + c) * alpha + sum);
+    vstore(w.m + c, m_new);
+  }
+}
 
 template <typename T>
 void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t h, int64_t row0) {
+  constexpr int64_t ld = kFwdBlockM;  // of qt and st
   const Sequence sq = p.sequence(b);
   const int64_t rows = std::min(kFwdBlockM, sq.len_q - row0);
-  const int64_t rows_pad = pad_rows(rows);
+  const int64_t qn = round_up(rows, kLanes);  // query columns of Sᵀ, whole vectors
   const int64_t d = p.head_dim, dp = pad_cols(d);
   const int64_t hk = h / p.group();
   const Visibility vis{sq.diag, p.window_left, p.window_right};
@@ -53,12 +92,14 @@ void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t 
   const uint32_t bh = uint32_t(b * p.heads_q + h);
 
   // fp8: q's and k's descales fold into the scale of Q, v's into the normalisation below (each
-  // 1 for other dtypes: the same bits as without them).
+  // 1 for other dtypes: the same bits as without them). Padding queries [rows, qn) are zero
+  // columns: finite logits whose results are never stored.
   const float q_scale = p.softmax_scale * p.q_descale.at(b, hk) * p.k_descale.at(b, hk);
-  load_tile<T>(p.q, b, sq.q_start + row0, rows, rows_pad, h, d, q_scale, w.q, dp);
-  std::fill(w.o, w.o + rows_pad * dp, 0.f);
-  std::fill(w.m, w.m + rows_pad, kNegInf);
-  std::fill(w.l, w.l + rows_pad, 0.f);
+  load_rows_t<T>([&](int64_t r) { return p.q.at<T>(b, sq.q_start + row0 + r, h); }, rows, qn, d,
+                 dp, q_scale, w.qt, ld);
+  std::fill(w.o, w.o + qn * dp, 0.f);
+  std::fill(w.m, w.m + qn, kNegInf);
+  std::fill(w.l, w.l + qn, 0.f);
 
   // Only key tiles that some row of this block can see.
   const int64_t key_begin = vis.key_begin(row0, sq.len_k);
@@ -68,57 +109,45 @@ void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t 
     // A tile a mask hides entirely leaves m, l and O as they are: skip it.
     if (biased && mask_hides_tile(p.bias, b, h, row0, rows, bias_key0 + n0, cols)) continue;
     // Dense or paged: key rows through Params::key_row.
-    load_rows_t<T>(KeyRows<T>{p, p.k, b, sq.k_start + n0, hk}, cols, kBlockN, d, dp, w.kt, kBlockN);
+    load_rows<T>(KeyRows<T>{p, p.k, b, sq.k_start + n0, hk}, cols, kBlockN, d, 1.f, w.k, dp);
     load_rows<T>(KeyRows<T>{p, p.v, b, sq.k_start + n0, hk}, cols, kBlockN, d, 1.f, w.v, dp);
 
-    // S (rows_pad, kBlockN) = (scale Q) Kᵀ
-    gemm(rows_pad, kBlockN, dp, w.q, dp, w.kt, kBlockN, w.s, kBlockN, false);
+    // Sᵀ (kBlockN, qn) = K (scale Q)ᵀ
+    gemm(kBlockN, qn, dp, w.k, dp, w.qt, ld, w.st, ld, false);
 
+    // Element (query r, key j) is st[j ld + r].
     if (transform)
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = 0; j < cols; ++j)
-          w.s[r * kBlockN + j] = logit(w.s[r * kBlockN + j], row0 + r, n0 + j);
+      for (int64_t j = 0; j < cols; ++j)
+        for (int64_t r = 0; r < rows; ++r)
+          w.st[j * ld + r] = logit(w.st[j * ld + r], row0 + r, n0 + j);
     // softcap(scale q.k) + bias - ALiBi (the order commutes past softcap); masks -> -inf.
-    if (biased) add_bias(p.bias, b, h, row0, rows, bias_key0 + n0, cols, w.s, kBlockN);
+    if (biased) add_bias(p.bias, b, h, row0, rows, bias_key0 + n0, cols, w.st, 1, ld);
     // The common path (a full tile inside every row's window) carries no mask arithmetic.
     const bool masked = cols < kBlockN || !vis.block_unmasked(row0, row0 + rows, n0, n0 + cols);
     if (masked)
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = 0; j < kBlockN; ++j)
-          if (j >= cols || !vis.visible(row0 + r, n0 + j)) w.s[r * kBlockN + j] = kNegInf;
+      for (int64_t j = 0; j < kBlockN; ++j)
+        for (int64_t r = 0; r < rows; ++r)
+          if (j >= cols || !vis.visible(row0 + r, n0 + j)) w.st[j * ld + r] = kNegInf;
 
-    // Online softmax, row by row: rescale the running state only when the max moved.
-    for (int64_t r = 0; r < rows_pad; ++r) {
-      float* s = w.s + r * kBlockN;
-      if (r >= rows) {
-        std::fill(s, s + kBlockN, 0.f);
-        continue;
-      }
-      const float m_new = std::max(w.m[r], row_max(s, kBlockN));
-      // A row that has seen no visible key yet keeps m = -inf; use 0 so exp gives 0, not NaN.
-      const float m_use = m_new == kNegInf ? 0.f : m_new;
-      // Subtract before scaling by log2(e): with |logits| ~ 1e4 the difference is exact where
-      // the two products would each round to ~1e-3.
-      const float sum = exp_shifted(s, kBlockN, m_use);
-      if (m_new != w.m[r]) {
-        const float alpha = exp2_approx((w.m[r] - m_use) * kLog2e);
-        w.l[r] *= alpha;
-        float* o = w.o + r * dp;
-        for (int64_t c = 0; c < dp; ++c) o[c] *= alpha;
-        w.m[r] = m_new;
-      }
-      w.l[r] += sum;
-      if (dropout) {  // l is the undropped normaliser; dropout acts on what P·V sees
+    online_softmax(w, qn);
+    for (int64_t r = 0; r < qn; ++r) {
+      const float alpha = w.alpha[r];
+      if (alpha == 1.f) continue;  // the max did not move
+      float* o = w.o + r * dp;
+      for (int64_t c = 0; c < dp; ++c) o[c] *= alpha;
+    }
+    if (dropout)  // l is the undropped normaliser; dropout acts on what P·V sees
+      for (int64_t r = 0; r < rows; ++r)
         for (int64_t j = 0; j < cols; j += DropoutStream::kCols) {
           const uint32_t bits = drop.keep_row32(bh, uint32_t(row0 + r), uint32_t(n0 + j));
-          for (int64_t t = 0; t < int64_t(DropoutStream::kCols) && j + t < cols; ++t)
-            s[j + t] = (bits >> t) & 1u ? s[j + t] * drop.keep_scale : 0.f;
+          for (int64_t t = 0; t < int64_t(DropoutStream::kCols) && j + t < cols; ++t) {
+            float& x = w.st[(j + t) * ld + r];
+            x = (bits >> t) & 1u ? x * drop.keep_scale : 0.f;
+          }
         }
-      }
-    }
 
-    // O (rows_pad, dp) += P V
-    gemm(rows_pad, dp, kBlockN, w.s, kBlockN, w.v, dp, w.o, dp, true);
+    // O (qn, dp) += P V, P read from Pᵀ
+    gemm_at(qn, dp, kBlockN, w.st, ld, w.v, dp, w.o, dp, true);
   }
 
   // Normalise; a row with no visible key outputs 0 and lse = -inf (when the caller wants it).

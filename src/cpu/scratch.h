@@ -15,8 +15,8 @@ namespace fa::cpu {
 // 64 x 64 tiles: at d = 64 each of Q, K, V, S and O is 16 KB, so a task's working set (~100 KB)
 // stays in a 512 KB L2 with room for the next tile; at d = 256 it is ~330 KB, still in L2.
 constexpr int64_t kBlockM = 64;  // query rows per backward step
-// The forward's query rows per task: 128 loads (and transposes) each K / V tile once for twice
-// the rows, halving that cost per FLOP; its working set at d = 256 (~0.4 MB) still fits a 1 MB L2 (Zen 4, Xeon: 1-2 MB).
+// The forward's query rows per task: 128 loads each K / V tile once for twice the rows, halving
+// that cost per FLOP; its working set at d = 256 (~0.4 MB) still fits a 1 MB L2 (Zen 4, Xeon: 1-2 MB).
 constexpr int64_t kFwdBlockM = 128;
 constexpr int64_t kBlockN = 64;  // keys per step of the inner loop
 // The dropout mask is drawn a block's columns at a time (DropoutStream::keep_row32, aligned).
@@ -61,14 +61,15 @@ class Arena {
   size_t used_ = 0;
 };
 
-// Per-thread scratch of the forward: Q, Kt, V, S/P, O tiles and the row statistics m, l.
+// Per-thread scratch of the forward: Qᵀ, K, V, Sᵀ/Pᵀ, O tiles and the row statistics m, l and
+// the rescale factor alpha (flash_fwd.cpp's ForwardScratch).
 inline Checked forward_thread_bytes(const Params& p) {
   const int64_t dp = pad_cols(p.head_dim);
   auto block = Arena::checked_block_bytes;
-  return block(kFwdBlockM * dp) * 2        // Q, O
-         + block(dp * kBlockN) * 2         // Kt, V
-         + block(kFwdBlockM * kBlockN)     // S, then P
-         + block(kFwdBlockM) * 2;          // m, l
+  return block(kFwdBlockM * dp) * 2        // Qt, O
+         + block(kBlockN * dp) * 2         // K, V
+         + block(kFwdBlockM * kBlockN)     // St, then Pt
+         + block(kFwdBlockM) * 3;          // m, l, alpha
 }
 
 // Per-thread scratch of the backward: the dQ accumulator of a whole (batch, head) sequence, D,

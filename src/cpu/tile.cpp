@@ -10,8 +10,10 @@
 namespace fa::cpu::FA_CPU_ISA {
 namespace {
 
-// C[0..R) x [0..V kLanes) = [C +] A[0..R) x [0..K) * B[0..K) x [0..V kLanes).
-template <int R, int V>
+// C[0..R) x [0..V kLanes) = [C +] A[0..R) x [0..K) * B[0..K) x [0..V kLanes). A is row-major
+// (element (r, k) at a[r lda + k]) or, with kAt, given transposed (at a[k lda + r]: the R values
+// a step broadcasts are then one contiguous run).
+template <int R, int V, bool kAt>
 inline void micro(int64_t K, const float* __restrict a, int64_t lda, const float* __restrict b,
                   int64_t ldb, float* __restrict c, int64_t ldc, bool accumulate) {
   // acc: (R, V kLanes) fp32 in registers.
@@ -22,7 +24,7 @@ inline void micro(int64_t K, const float* __restrict a, int64_t lda, const float
     fvec bv[V];
     for (int v = 0; v < V; ++v) bv[v] = vload(b + v * kLanes);
     for (int r = 0; r < R; ++r) {
-      const float ar = a[r * lda + k];
+      const float ar = kAt ? a[k * lda + r] : a[r * lda + k];
       for (int v = 0; v < V; ++v) acc[r][v] += ar * bv[v];
     }
   }
@@ -31,14 +33,26 @@ inline void micro(int64_t K, const float* __restrict a, int64_t lda, const float
 }
 
 // One band of R rows over all N columns: whole kMicroVecs-vector tiles, then single vectors.
-template <int R>
+template <int R, bool kAt>
 inline void band(int64_t N, int64_t K, const float* __restrict a, int64_t lda,
                  const float* __restrict B, int64_t ldb, float* __restrict c, int64_t ldc,
                  bool accumulate) {
   constexpr int64_t kCols = kMicroVecs * kLanes;
   int64_t j = 0;
-  for (; j + kCols <= N; j += kCols) micro<R, kMicroVecs>(K, a, lda, B + j, ldb, c + j, ldc, accumulate);
-  for (; j < N; j += kLanes) micro<R, 1>(K, a, lda, B + j, ldb, c + j, ldc, accumulate);
+  for (; j + kCols <= N; j += kCols) micro<R, kMicroVecs, kAt>(K, a, lda, B + j, ldb, c + j, ldc, accumulate);
+  for (; j < N; j += kLanes) micro<R, 1, kAt>(K, a, lda, B + j, ldb, c + j, ldc, accumulate);
+}
+
+template <bool kAt>
+void gemm_any(int64_t M, int64_t N, int64_t K, const float* __restrict A, int64_t lda,
+              const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
+              bool accumulate) {
+  const auto rows_of_a = [&](int64_t i) { return kAt ? A + i : A + i * lda; };
+  int64_t i = 0;
+  for (; i + kMicroRows <= M; i += kMicroRows)
+    band<kMicroRows, kAt>(N, K, rows_of_a(i), lda, B, ldb, C + i * ldc, ldc, accumulate);
+  if constexpr (kMicroRows > 4)
+    for (; i < M; i += 4) band<4, kAt>(N, K, rows_of_a(i), lda, B, ldb, C + i * ldc, ldc, accumulate);
 }
 
 }  // namespace
@@ -46,11 +60,13 @@ inline void band(int64_t N, int64_t K, const float* __restrict a, int64_t lda,
 void gemm(int64_t M, int64_t N, int64_t K, const float* __restrict A, int64_t lda,
           const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
           bool accumulate) {
-  int64_t i = 0;
-  for (; i + kMicroRows <= M; i += kMicroRows)
-    band<kMicroRows>(N, K, A + i * lda, lda, B, ldb, C + i * ldc, ldc, accumulate);
-  if constexpr (kMicroRows > 4)
-    for (; i < M; i += 4) band<4>(N, K, A + i * lda, lda, B, ldb, C + i * ldc, ldc, accumulate);
+  gemm_any<false>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+}
+
+void gemm_at(int64_t M, int64_t N, int64_t K, const float* __restrict At, int64_t lda,
+             const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
+             bool accumulate) {
+  gemm_any<true>(M, N, K, At, lda, B, ldb, C, ldc, accumulate);
 }
 
 }  // namespace fa::cpu::FA_CPU_ISA

@@ -60,6 +60,11 @@ constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 void gemm(int64_t M, int64_t N, int64_t K, const float* __restrict A, int64_t lda,
           const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
           bool accumulate);
+// The same with A given transposed: At (K x M) row-major, A(i, k) = At[k * lda + i]. The forward
+// keeps its probabilities as Pᵀ (keys x queries), so O += P V reads them this way.
+void gemm_at(int64_t M, int64_t N, int64_t K, const float* __restrict At, int64_t lda,
+             const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
+             bool accumulate);
 
 // dst (cols x rows) = src (rows x cols)^T.
 inline void transpose(int64_t rows, int64_t cols, const float* __restrict src, int64_t lds,
@@ -213,10 +218,10 @@ void load_rows(const RowAt& src, int64_t rows, int64_t rows_pad, int64_t d, floa
   }
 }
 
-// Same, transposed: dst (d_pad x cols_pad) with dst[c][r] = row r, column c.
+// Same, transposed: dst (d_pad x rows_pad) with dst[c][r] = row r, column c, times `scale`.
 template <typename T, typename RowAt>
 void load_rows_t(const RowAt& src, int64_t rows, int64_t rows_pad, int64_t d, int64_t d_pad,
-                 float* __restrict dst, int64_t ld) {
+                 float scale, float* __restrict dst, int64_t ld) {
   for (int64_t c = 0; c < d_pad; ++c)
     for (int64_t r = rows; r < rows_pad; ++r) dst[c * ld + r] = 0.f;
   for (int64_t c = d; c < d_pad; ++c)
@@ -226,11 +231,11 @@ void load_rows_t(const RowAt& src, int64_t rows, int64_t rows_pad, int64_t d, in
   for (int64_t r = 0; r < rows; ++r) {
     const T* in = src(r);
     if constexpr (std::is_same_v<T, float>) {
-      for (int64_t c = 0; c < d; ++c) dst[c * ld + r] = in[c];
+      for (int64_t c = 0; c < d; ++c) dst[c * ld + r] = in[c] * scale;
     } else {
       for (int64_t c0 = 0; c0 < d; c0 += kChunk) {
         const int64_t n = std::min(kChunk, d - c0);
-        convert_row(in + c0, n, 1.f, row);
+        convert_row(in + c0, n, scale, row);
         for (int64_t c = 0; c < n; ++c) dst[(c0 + c) * ld + r] = row[c];
       }
     }
@@ -248,7 +253,7 @@ template <typename T>
 void load_tile_t(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t rows_pad,
                  int64_t h, int64_t d, int64_t d_pad, float* __restrict dst, int64_t ld) {
   load_rows_t<T>([&](int64_t r) { return v.at<T>(b, row0 + r, h); }, rows, rows_pad, d, d_pad,
-                 dst, ld);
+                 1.f, dst, ld);
 }
 
 // load_tile for a tensor whose dtype may differ from the inputs' (out, dout: View::dtype).
@@ -312,11 +317,12 @@ inline bool mask_hides_tile(const Params::Bias& bias, int64_t b, int64_t h, int6
   return true;
 }
 
-// s (rows x cols of a tile, leading dimension ld) += the attn_bias of query rows
+// s (rows x cols of a tile: element (r, j) at s[r ld + j cs]) += the attn_bias of query rows
 // [i0, i0 + rows) and keys [j0, j0 + cols) of (b, h), both counted from the sequence's start; a
-// mask's 0 sets -inf (the key is not seen).
+// mask's 0 sets -inf (the key is not seen). cs = 1 for a (query, key) tile; the forward's
+// transposed (key, query) tile passes ld = 1 and cs = its row length.
 inline void add_bias(const Params::Bias& bias, int64_t b, int64_t h, int64_t i0, int64_t rows,
-                     int64_t j0, int64_t cols, float* __restrict s, int64_t ld) {
+                     int64_t j0, int64_t cols, float* __restrict s, int64_t ld, int64_t cs = 1) {
   using Kind = Params::Bias::Kind;
   const int64_t sk = bias.stride_k;
   constexpr int64_t kChunk = 64;  // a contiguous 16-bit row converted a chunk at a time
@@ -328,7 +334,7 @@ inline void add_bias(const Params::Bias& bias, int64_t b, int64_t h, int64_t i0,
       case Kind::None: return;
       case Kind::F32: {
         const float* x = static_cast<const float*>(bias.data) + o;
-        for (int64_t j = 0; j < cols; ++j) out[j] += x[j * sk];
+        for (int64_t j = 0; j < cols; ++j) out[j * cs] += x[j * sk];
         break;
       }
       case Kind::F16:
@@ -343,14 +349,14 @@ inline void add_bias(const Params::Bias& bias, int64_t b, int64_t h, int64_t i0,
           else
             for (int64_t j = 0; j < n; ++j)
               row[j] = half ? to_float(xh[(j0c + j) * sk]) : to_float(xb[(j0c + j) * sk]);
-          for (int64_t j = 0; j < n; ++j) out[j0c + j] += row[j];
+          for (int64_t j = 0; j < n; ++j) out[(j0c + j) * cs] += row[j];
         }
         break;
       }
       case Kind::Mask: {
         const unsigned char* x = static_cast<const unsigned char*>(bias.data) + o;
         for (int64_t j = 0; j < cols; ++j)
-          if (x[j * sk] == 0) out[j] = kNegInf;
+          if (x[j * sk] == 0) out[j * cs] = kNegInf;
         break;
       }
     }
