@@ -18,10 +18,26 @@ from ._params import (DTYPE_CODES, FA_DTYPE_FP32, FA_ERROR_DEVICE, FA_ERROR_RANK
 
 # CPU workspaces up to this size are kept per thread and reused: allocating and first-touching
 # ~50 KB per call costs microseconds of the overhead budget. Larger ones (long-sequence backward)
-# are allocated per call so that a process does not hold them. CUDA workspaces always come from
-# torch's caching allocator, which is already fast and orders reuse by stream.
+# are allocated per call so that a process does not hold them.
 _CPU_WORKSPACE_CACHE_BYTES = 1 << 20
 _tls = threading.local()
+
+# CUDA workspaces up to this size are kept per (device, stream) and handed to every call on that
+# stream: work on one stream runs in order, so a block reused only there is never in use twice at
+# once. The sm90 forward asks for 16 bytes (its tile scheduler's counter) on most calls; without
+# the cached block each of them went out, was refused, queried its size, allocated and went out
+# again (~50 us). Larger workspaces (the backward's dq accumulator, long split-KV decodes) come
+# from torch's caching allocator per call. Under CUDA graph capture no cached block is used: a
+# captured graph keeps the addresses it was given, and its replays may run beside eager calls.
+_CUDA_WORKSPACE_CACHE_BYTES = 1 << 16
+_CUDA_WORKSPACE_STREAMS = 64  # cached streams at most; past it the cache starts again
+_cuda_workspaces = {}  # (device index, raw stream) -> uint8 tensor on that device
+
+try:
+    _capturing = torch._C._cuda_isCurrentStreamCapturing
+except AttributeError:
+    def _capturing():
+        return torch.cuda.is_current_stream_capturing()
 
 try:  # the raw stream handle without building a torch.cuda.Stream object (saves ~2 us a call)
     _raw_stream = torch._C._cuda_getCurrentRawStream
@@ -190,29 +206,19 @@ def _put_extras(p, cu_seqlens_q, cu_seqlens_k, alibi_slopes, dropout_p, rng):
 def _call(lib, p, query, entry, what, cuda, index):
     """Runs entry (fa_forward / fa_backward) with a workspace; index: the CUDA device (q's).
 
-    CUDA: optimistic - the call goes out without a workspace (the flash forward needs none) and
-    the library refuses it with FA_ERROR_WORKSPACE, before touching any output, when one is
-    needed; only then is the size queried and a block allocated. That spares the common call a
-    second validation pass (~2-3 us of the overhead budget). CPU: the size is queried first,
-    because the CPU backend runs with a smaller workspace than it asks for by using fewer
-    threads - handing it whatever block is at hand would silently cost parallelism."""
+    CUDA: optimistic - the call goes out with the stream's cached block (or none) and the library
+    refuses it with FA_ERROR_WORKSPACE, before touching any output, when it needs more; only then
+    is the size queried and a block allocated (and cached when small). That spares the common call
+    a second validation pass. CPU: the size is queried first, because the CPU backend runs with a
+    smaller workspace than it asks for by using fewer threads - handing it whatever block is at
+    hand would silently cost parallelism."""
     pref = ctypes.byref(p)
     if cuda:
-        stream = _raw_stream(index)
-        status = entry(pref, None, 0, stream)
-        if status != FA_ERROR_WORKSPACE:
-            if status:
-                _library.check(lib, status, what)
-            return
+        _cuda_call(lib, pref, query, entry, what, index)
+        return
     size = ctypes.c_size_t()
     _library.check(lib, query(pref, ctypes.byref(size)), what)
     nbytes = size.value
-    if cuda:
-        # uint8 so the byte count is the element count. On the GPU the block may be freed right
-        # after the launch: the caching allocator reuses it only in stream order.
-        ws = torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", index))
-        _library.check(lib, entry(pref, ws.data_ptr(), nbytes, stream), what)
-        return
     if nbytes <= _CPU_WORKSPACE_CACHE_BYTES:
         ws = getattr(_tls, "workspace", None)
         if ws is None:
@@ -220,6 +226,38 @@ def _call(lib, p, query, entry, what, cuda, index):
     else:
         ws = torch.empty(nbytes, dtype=torch.uint8)
     _library.check(lib, entry(pref, ws.data_ptr() if nbytes else None, nbytes, None), what)
+
+
+def _cuda_call(lib, pref, query, entry, what, index):
+    """_call on CUDA: the cached block first (see _CUDA_WORKSPACE_CACHE_BYTES), then the size."""
+    stream = _raw_stream(index)
+    key = (index, stream)
+    cached = None if _capturing() else _cuda_workspaces.get(key)
+    if cached is None:
+        status = entry(pref, None, 0, stream)
+    else:
+        status = entry(pref, cached.data_ptr(), _CUDA_WORKSPACE_CACHE_BYTES, stream)
+    if status != FA_ERROR_WORKSPACE:
+        if status:
+            _library.check(lib, status, what)
+        return
+    size = ctypes.c_size_t()
+    _library.check(lib, query(pref, ctypes.byref(size)), what)
+    nbytes = size.value
+    device = torch.device("cuda", index)
+    if nbytes <= _CUDA_WORKSPACE_CACHE_BYTES and cached is None and not _capturing():
+        # uint8 so the byte count is the element count; allocated on (and only ever used on)
+        # this stream, so the caching allocator's stream order covers its reuse after a reset.
+        if len(_cuda_workspaces) >= _CUDA_WORKSPACE_STREAMS:
+            _cuda_workspaces.clear()
+        ws = _cuda_workspaces[key] = torch.empty(_CUDA_WORKSPACE_CACHE_BYTES, dtype=torch.uint8,
+                                                 device=device)
+        nbytes = _CUDA_WORKSPACE_CACHE_BYTES
+    else:
+        # The block may be freed right after the launch: the caching allocator reuses it only in
+        # stream order.
+        ws = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    _library.check(lib, entry(pref, ws.data_ptr(), nbytes, stream), what)
 
 
 def _new_params(ext=False):
