@@ -17,8 +17,14 @@ enum class NamedBarrier : uint32_t {
   kPingPong0 = 2,       // warpgroup 0's turn at the tensor cores (ping-pong schedule)
   kPingPong1 = 3,       // warpgroup 1's turn
   kEpilogue = 4,        // the epilogue's shared-memory staging, per warpgroup pair
-  kFirstFree = 5,       // ids from here on are free for a new role
+  kPingPong2 = 5,       // warpgroup 2's turn (three consumer warpgroups)
+  kFirstFree = 6,       // ids from here on are free for a new role
 };
+
+// Consumer warpgroup c's turn at the tensor cores under ping-pong (c < 3).
+__host__ __device__ constexpr NamedBarrier ping_pong_turn(int c) {
+  return c == 0 ? NamedBarrier::kPingPong0 : c == 1 ? NamedBarrier::kPingPong1 : NamedBarrier::kPingPong2;
+}
 
 // Waits until `threads` threads (a multiple of 32) have arrived at barrier id, counting this one.
 __device__ __forceinline__ void named_barrier_sync(NamedBarrier id, uint32_t threads) {
@@ -37,6 +43,12 @@ __device__ __forceinline__ void named_barrier_arrive(NamedBarrier id, uint32_t t
 // The warpgroup's register budget a thread, raised or lowered (a multiple of 8 in 24..256). Takes
 // effect only with a register cap at kernel entry (__launch_bounds__(threads, 1)) and each role a
 // branch of one if / else; ptxas warns (C7508) when it ignores it.
+//
+// The registers come from the block's own pool: a block starts with threads x (its launch count
+// a thread, launch_registers below), setmaxnreg.dec gives registers to that pool and
+// setmaxnreg.inc blocks until the pool holds what it asks for. A split that needs more than the
+// launch gave (the SM's 65536 is not the bound) hangs its consumers at the .inc: check it with
+// register_split_fits.
 template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_inc() {
   static_assert(kRegs % 8 == 0 && kRegs >= 24 && kRegs <= 256, "setmaxnreg takes 24..256 by 8");
@@ -50,6 +62,19 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 #endif
+}
+
+// The registers a thread of a block of `threads` starts with under __launch_bounds__(threads, 1):
+// ptxas caps the kernel at the SM's 65536 shared evenly, in steps of 8 (384 threads: 168, 512:
+// 128); a warp-specialised kernel is compiled up to that cap, so the launch allocates it.
+constexpr int launch_registers(int threads) {
+  return (65536 / threads) / 8 * 8 > 255 ? 255 : (65536 / threads) / 8 * 8;
+}
+// Whether one producer warpgroup at `producer` registers a thread leaves the pool enough for
+// `consumers` warpgroups at `consumer` (see setmaxnreg_inc): 40 / 232 and 24 / 240 with two
+// consumers, 32 / 160 with three fill it exactly; 32 / 240 is 1024 registers short.
+constexpr bool register_split_fits(int producer, int consumers, int consumer) {
+  return 128 * producer + consumers * 128 * consumer <= 128 * (1 + consumers) * launch_registers(128 * (1 + consumers));
 }
 
 // This thread's ordinary shared-memory stores, ordered before later reads by the async proxy (the
