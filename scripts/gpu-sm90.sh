@@ -11,8 +11,9 @@
 #                                      one lever changed each, in one bench/ab.sh cmake run (the
 #                                      ablation's tables): `launch` (default) the static walk for
 #                                      tiles of one length, one block a tile, 80 keys at d 256;
-#                                      `schedules` schedules 0 and 1 and cuda-sm80; `d64` 192 keys
-#                                      a tile at d 64 and cuda-sm80, d 64 only (three small builds).
+#                                      `schedules` schedules 0 and 1 and cuda-sm80; `d64` two and
+#                                      three consumer warpgroups always (the default picks by
+#                                      length) and 192 keys a tile, d 64 only (four small builds).
 #                                      (launch: four builds and the bench, over 9 minutes at
 #                                      05243cc: the device call's limit cut its d 256 cells; run
 #                                      `FA_AB_BASE_LIB=... ` or fewer variants where time is short.)
@@ -71,12 +72,14 @@ case $mode in
         variants=(sm90static="-DFA_TUNING_SM90_FWD_PERSISTENT=3"
                   sm90pertile="-DFA_TUNING_SM90_FWD_PERSISTENT=0"
                   sm90n80="-DFA_TUNING_SM90_FWD_D256_BLOCK_N=80") ;;
-      d64)  # 192 keys a tile at d 64 (FlashAttention-3's non-causal d 64 tile), d 64 only
+      d64)  # d 64 only: the consumer warpgroups by length (the default) against two and three
+        # always, and 192 keys a tile with two (FlashAttention-3's d 64 tile)
         dims="64" bench_dims=64
-        # and the sm90 grid's d 64 kernel cases on every build first (192 keys have not run yet)
+        # and the sm90 grid's d 64 kernel cases on every build first
         export FA_AB_TEST_FILTER=${FA_AB_TEST_FILTER:-'Grid/GpuSm90*_d64*:Grid/GpuSm90*_d40*'}
-        variants=(sm90d64n192="-DFA_TUNING_SM90_FWD_D64_BLOCK_N=192"
-                  sm80="-DFA_TUNING_SM90_FWD=0") ;;
+        variants=(sm90d64c2="-DFA_TUNING_SM90_FWD_D64_CONSUMERS=2"
+                  sm90d64c3="-DFA_TUNING_SM90_FWD_D64_CONSUMERS=3"
+                  sm90d64n192="-DFA_TUNING_SM90_FWD_D64_BLOCK_N=192 -DFA_TUNING_SM90_FWD_D64_CONSUMERS=2") ;;
       *) echo "bench sets: launch (default), schedules, d64" >&2; exit 2 ;;
     esac
     FA_AB_HEAD_DIMS="$dims" FA_AB_BENCH_ARGS="--dims $bench_dims" bench/ab.sh cmake "$out" \

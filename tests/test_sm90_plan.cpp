@@ -87,5 +87,19 @@ TEST(Sm90TilePlan, TileCoordsCoverEveryTileOnce) {
       }
 }
 
+// The d 64 kernel's consumer warpgroups: the knob's 2 or 3 as it says, else three only where
+// queries and keys both reach the threshold.
+TEST(Sm90TilePlan, D64ConsumersFollowTheKnobThenTheLengths) {
+  for (const int64_t sq : {int64_t(1), int64_t(1024), kThreeConsumersMinSeqlen - 1,
+                           kThreeConsumersMinSeqlen, int64_t(1) << 20})
+    for (const int64_t sk : {int64_t(1), int64_t(1024), kThreeConsumersMinSeqlen - 1,
+                             kThreeConsumersMinSeqlen, int64_t(1) << 20}) {
+      EXPECT_EQ(d64_consumers(2, sq, sk), 2);
+      EXPECT_EQ(d64_consumers(3, sq, sk), 3);
+      const bool long_enough = sq >= kThreeConsumersMinSeqlen && sk >= kThreeConsumersMinSeqlen;
+      EXPECT_EQ(d64_consumers(0, sq, sk), long_enough ? 3 : 2) << sq << " x " << sk;
+    }
+}
+
 }  // namespace
 }  // namespace fa::cuda::sm90

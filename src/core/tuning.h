@@ -39,6 +39,9 @@
 #ifndef FA_TUNING_SM90_FWD_D64_BLOCK_N
 #define FA_TUNING_SM90_FWD_D64_BLOCK_N 128
 #endif
+#ifndef FA_TUNING_SM90_FWD_D64_CONSUMERS
+#define FA_TUNING_SM90_FWD_D64_CONSUMERS 0
+#endif
 #ifndef FA_TUNING_SM90_FWD_PACK_GQA
 #define FA_TUNING_SM90_FWD_PACK_GQA 1
 #endif
@@ -85,6 +88,11 @@ struct Tuning {
   // heads and lose the L2 reuse of one head's K / V that in-order dispatch keeps), hence 3 and
   // the dynamic scheduler (not yet measured).
   int sm90_fwd_persistent = FA_TUNING_SM90_FWD_PERSISTENT;
+  // cuda-sm90's consumer warpgroups at d 64: 2 (128 queries a block), 3 (192: a third
+  // warpgroup's products fill more of each one's softmax, whose exponentials cost most against
+  // the GEMMs at d 64; 160 registers a consumer thread instead of 232), or 0 (the default) by
+  // length: 3 from 2048 queries and keys (sm90/tile_plan.h, d64_consumers, with the measurements).
+  int sm90_fwd_d64_consumers = FA_TUNING_SM90_FWD_D64_CONSUMERS;
   // cuda-sm90's GQA packing: with seqlen_q < 128 and a power-of-two group up to 32, one work tile
   // holds the group's query heads (fwd_sm90.cu, pack_log2), so K / V are read once a KV head.
   bool sm90_fwd_pack_gqa = FA_TUNING_SM90_FWD_PACK_GQA != 0;

@@ -1,7 +1,7 @@
 // The Hopper-native forward (sm_90a, issue 25): warp specialisation with a TMA producer and two
 // consumer warpgroups, S = Q·Kᵀ by SS-wgmma, P kept in registers as the A operand of an RS-wgmma
 // for O += P·V (V read MN-major through the transpose bit), the online softmax in fp32 with
-// exp2. A work tile is 128 queries of one (query head, batch entry) (tile_plan.h); a block takes
+// exp2. A work tile is kBlockM queries of one (query head, batch entry) (tile_plan.h); a block takes
 // one, or (persistent, Tuning::sm90_fwd_persistent) walks tiles blockIdx.x, + gridDim.x, ...
 //
 //   warpgroup 0  producer: one thread issues each tile's Q copies (once the consumers are done
@@ -9,7 +9,8 @@
 //                stages whose position runs on across tiles (full barriers: the copies' bytes;
 //                empty barriers, K's and V's apart: the consumers' release); it gives most of
 //                its registers away (setmaxnreg) to
-//   warpgroups 1, 2  consumers: 64 query rows each (one wgmma m64 row block), the whole key
+//   warpgroups 1.. consumers (two, or three at d 64: Tuning::sm90_fwd_d64_consumers):
+//                64 query rows each (one wgmma m64 row block), the whole key
 //                range of the tile: S (64 x kBlockN, fp32 registers), softmax, P (bf16 / fp16
 //                registers), O (64 x d, fp32 registers), the epilogue straight from registers.
 //
@@ -52,7 +53,8 @@
 
 namespace fa::cuda::sm90 {
 
-// The tile sizes per head dim: 128 queries a block (two consumer warpgroups of 64 rows); keys a
+// The tile sizes per head dim: 128 queries a block (two consumer warpgroups of 64 rows; 192 with
+// three at d 64 from 2048 queries and keys, tile_plan.h's d64_consumers); keys a
 // tile 128 up to d = 128 (S: 64 fp32 registers a thread, O: d / 2); at d = 256, where O already
 // holds 128 registers, 64 (FA_TUNING_SM90_FWD_D256_BLOCK_N; 80 for the ablation: S 40, P 20,
 // fewer per-tile costs but 128 bytes spilled against 52), and 64 with dropout (whole 32-key
@@ -66,17 +68,18 @@ namespace fa::cuda::sm90 {
 enum class Schedule : int { kSerial = 0, kOverlap = 1, kPingPong = 2 };
 
 template <int kHeadDim_, typename Tag_, Schedule kSchedule_ = Schedule::kPingPong,
-          bool kDropout_ = false>
+          bool kDropout_ = false, int kConsumers_ = 2>
 struct FwdTraits {
   using Tag = Tag_;
   static constexpr int kHeadDim = kHeadDim_;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "instantiated: 64, 128, 256");
-  static constexpr int kConsumers = 2;              // consumer warpgroups
+  static constexpr int kConsumers = kConsumers_;  // consumer warpgroups (three: d 64 only)
   static constexpr int kWgThreads = 128;            // a warpgroup: four warps
   static constexpr int kWgRows = 64;                // query rows a consumer (one wgmma m64)
   static constexpr int kThreads = kWgThreads * (1 + kConsumers);
   static constexpr int kBlockM = kWgRows * kConsumers;  // queries a block
-  static constexpr int kBlockN = kHeadDim <= 64    ? FA_TUNING_SM90_FWD_D64_BLOCK_N
+  static constexpr int kBlockN = kConsumers_ == 3  ? 128  // (S, O and P in 160 registers)
+                                 : kHeadDim <= 64  ? FA_TUNING_SM90_FWD_D64_BLOCK_N
                                  : kHeadDim <= 128 ? 128
                                  : kDropout_       ? 64
                                                    : FA_TUNING_SM90_FWD_D256_BLOCK_N;  // keys a tile
@@ -87,8 +90,15 @@ struct FwdTraits {
   // blocks a key tile (cuda/tile/dropout.cuh).
   static constexpr bool kDropout = kDropout_;
   static_assert(!kDropout || kBlockN % 32 == 0, "key tiles of whole dropout blocks");
-  // Registers a thread after the hand-over: 128 x 40 + 256 x 232 = 64512 of the SM's 65536.
-  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  static_assert(kConsumers == 2 || (kConsumers == 3 && kHeadDim == 64),
+                "two consumer warpgroups, or three at d 64 (Tuning::sm90_fwd_d64_consumers)");
+  static_assert(kConsumers == 2 || kBlockN <= 128, "three consumers: S, O and P in 160 registers");
+  // Registers a thread after the hand-over: 128 x 40 + 256 x 232 = 64512, what the block starts
+  // with (384 x 168; two consumers), 128 x 32 + 384 x 160 = 65536 (512 x 128; three).
+  static constexpr int kProducerRegs = kConsumers == 2 ? 40 : 32;
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
+  static_assert(register_split_fits(kProducerRegs, kConsumers, kConsumerRegs),
+                "the block's register pool (sync.cuh, setmaxnreg_inc)");
   using QTile = SwizzledTile<kBlockM, kHeadDim>;
   using KvTile = SwizzledTile<kBlockN, kHeadDim>;
   static constexpr int kQBytes = QTile::kElems * 2, kKvBytes = KvTile::kElems * 2;
@@ -276,14 +286,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const bool prescale = !transform && p.softmax_scale <= 0.f;
   const float c_log2 = transform ? kLog2e : prescale ? 1.f : p.softmax_scale * kLog2e;
 
-  // Ping-pong: warpgroup c issues its products only in its turn (barrier kPingPong0 + c, both
-  // warpgroups' 256 threads), then hands the turn to the other. Warpgroup 1 gives warpgroup 0 the
-  // first turn; both then run the same issue points (key tiles + 1 a work tile), each ending
-  // with a hand-over, and warpgroup 0 takes the last hand-over after its last tile: every
-  // barrier's arrivals match its waits.
+  // Ping-pong: warpgroup c issues its products only in its turn (barrier ping_pong_turn(c), its
+  // own 128 threads and the 128 handing over), then hands the turn to the next (c + 1, round
+  // robin over two or three). The last warpgroup gives warpgroup 0 the first turn; all then run
+  // the same issue points (key tiles + 1 a work tile: the plan's key tiles are the work tile's,
+  // not a warpgroup's), each ending with a hand-over, and warpgroup 0 takes the last hand-over
+  // after its last tile: every barrier's arrivals match its waits.
   constexpr bool kPing = T::kSchedule == Schedule::kPingPong;
-  const NamedBarrier my_turn = c == 0 ? NamedBarrier::kPingPong0 : NamedBarrier::kPingPong1;
-  const NamedBarrier other_turn = c == 0 ? NamedBarrier::kPingPong1 : NamedBarrier::kPingPong0;
+  const NamedBarrier my_turn = ping_pong_turn(c);
+  const NamedBarrier other_turn = ping_pong_turn(c + 1 == T::kConsumers ? 0 : c + 1);
   auto turn_begin = [&] {
     if constexpr (kPing) named_barrier_sync(my_turn, 2 * T::kWgThreads);
   };
@@ -291,7 +302,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     if constexpr (kPing) named_barrier_arrive(other_turn, 2 * T::kWgThreads);
   };
   if constexpr (kPing)
-    if (c == 1) named_barrier_arrive(NamedBarrier::kPingPong0, 2 * T::kWgThreads);
+    if (c == T::kConsumers - 1) named_barrier_arrive(NamedBarrier::kPingPong0, 2 * T::kWgThreads);
 
   int kv0 = 0;    // the ring's position at this tile's first key tile (as the producer's kv)
   int round = 0;  // work tiles whose Q was loaded (as the producer's round)
@@ -583,7 +594,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       kv0 += n_tiles;
     }
   }
-  // Warpgroup 1's last hand-over.
+  // The last warpgroup's last hand-over.
   if constexpr (kPing)
     if (c == 0) named_barrier_sync(NamedBarrier::kPingPong0, 2 * T::kWgThreads);
 #else

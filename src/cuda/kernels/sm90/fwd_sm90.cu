@@ -121,7 +121,10 @@ struct Where {
 template <typename Tag, sm90::Schedule kSchedule, bool kDropout = false>
 void run_schedule(const Params& p, const Context& ctx, const Where& w) {
   switch (sm90_kernel_head_dim(p.head_dim)) {
-    case 64: return launch<sm90::FwdTraits<64, Tag, kSchedule, kDropout>>(p, ctx, w.ws, w.bytes, w.stream);
+    case 64:
+      if (sm90::d64_consumers(ctx.tuning.sm90_fwd_d64_consumers, p.seqlen_q, p.seqlen_k) == 3)
+        return launch<sm90::FwdTraits<64, Tag, kSchedule, kDropout, 3>>(p, ctx, w.ws, w.bytes, w.stream);
+      return launch<sm90::FwdTraits<64, Tag, kSchedule, kDropout>>(p, ctx, w.ws, w.bytes, w.stream);
     case 128: return launch<sm90::FwdTraits<128, Tag, kSchedule, kDropout>>(p, ctx, w.ws, w.bytes, w.stream);
     default: return launch<sm90::FwdTraits<256, Tag, kSchedule, kDropout>>(p, ctx, w.ws, w.bytes, w.stream);
   }

@@ -44,7 +44,8 @@ FA_HOST_DEVICE KeyTiles unmasked_key_tiles(const Visibility& vis, int64_t row0, 
   return {int(begin), int(end > begin ? end : begin)};
 }
 
-// A block's work item: one 128-query tile of one (head, batch entry). The persistent kernel walks
+// A block's work item: one tile of kBlockM queries (128, or 192 with three consumer warpgroups)
+// of one (head, batch entry). The persistent kernel walks
 // tiles blockIdx.x, + gridDim.x, ...; tile numbers run m fastest inside a (head, batch entry), so
 // that the blocks running at once share one head's K / V in L2. With a right bound on the keys
 // (causal) later query tiles see more keys: `reverse` puts a head's last query tiles first (the
@@ -55,6 +56,18 @@ struct TileCoord {
 FA_HOST_DEVICE TileCoord tile_coord(int tile, int m_blocks, int heads, bool reverse) {
   const int m = tile % m_blocks, hb = tile / m_blocks;
   return {reverse ? m_blocks - 1 - m : m, hb % heads, hb / heads};
+}
+
+// Consumer warpgroups of the d 64 kernel (fwd_kernel.cuh): `knob` (Tuning::sm90_fwd_d64_consumers)
+// 2 or 3 as it says; 0 by length: three (192 queries a block) when queries and keys both reach
+// kThreeConsumersMinSeqlen. Measured on the H200 (bf16 quick grid, bench/results/
+// h200-2026-12-02-fwd-sm90-d64-consumers-637559d-quick.json), three against two: full 1k -2%, 4k
+// +6%, 16k +11%; causal 1k -11%, 4k +2%, 16k +4%. Short sequences lose the padding of their last
+// 192-row tile (1k: 12.5% of the rows) and half as many key tiles to spread a tile's fixed costs.
+constexpr int64_t kThreeConsumersMinSeqlen = 2048;
+FA_HOST_DEVICE int d64_consumers(int knob, int64_t seqlen_q, int64_t seqlen_k) {
+  if (knob == 2 || knob == 3) return knob;
+  return seqlen_q >= kThreeConsumersMinSeqlen && seqlen_k >= kThreeConsumersMinSeqlen ? 3 : 2;
 }
 
 }  // namespace fa::cuda::sm90
