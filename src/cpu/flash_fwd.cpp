@@ -22,21 +22,21 @@ namespace {
 // (row-major, no per-query-block transpose); Q is transposed once per task, for all its key
 // tiles; O += P V reads Pᵀ through gemm_at.
 struct ForwardScratch {
-  float* qt;     // (dp, kFwdBlockM)       (Q * softmax_scale)ᵀ
+  float* qt;     // (dp, kFwdLd)           (Q * softmax_scale)ᵀ, kFwdBlockM columns used
   float* k;      // (kBlockN, dp)
   float* v;      // (kBlockN, dp)
-  float* st;     // (kBlockN, kFwdBlockM)  logits, then probabilities, transposed
+  float* st;     // (kBlockN, kFwdLd)      logits, then probabilities, transposed
   float* o;      // (kFwdBlockM, dp)       unnormalised output accumulator
   float* m;      // (kFwdBlockM)           running row max of the logits
   float* l;      // (kFwdBlockM)           running row sum of exp(logit - m)
   float* alpha;  // (kFwdBlockM)           this key tile's rescale factor of O
 
   ForwardScratch(Arena& a, int64_t dp) {
-    qt = a.floats(dp * kFwdBlockM);
+    qt = a.floats(dp * kFwdLd);
     o = a.floats(kFwdBlockM * dp);
     k = a.floats(kBlockN * dp);
     v = a.floats(kBlockN * dp);
-    st = a.floats(kBlockN * kFwdBlockM);
+    st = a.floats(kBlockN * kFwdLd);
     m = a.floats(kFwdBlockM);
     l = a.floats(kFwdBlockM);
     alpha = a.floats(kFwdBlockM);
@@ -48,7 +48,7 @@ static_assert(kFwdBlockM % kLanes == 0, "the softmax runs whole vectors of queri
 // at a time: m <- max(m, column max of Sᵀ), Sᵀ <- exp(Sᵀ - m), l <- alpha l + column sum, with
 // alpha = exp(m_old - m) (exactly 1 where the max did not move), kept for O.
 inline void online_softmax(const ForwardScratch& w, int64_t qn) {
-  constexpr int64_t ld = kFwdBlockM;
+  constexpr int64_t ld = kFwdLd;
   for (int64_t c = 0; c < qn; c += kLanes) {
     const fvec m_old = vload(w.m + c);
     fvec m_new = m_old;
@@ -76,7 +76,7 @@ inline void online_softmax(const ForwardScratch& w, int64_t qn) {
 
 template <typename T>
 void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t h, int64_t row0) {
-  constexpr int64_t ld = kFwdBlockM;  // of qt and st
+  constexpr int64_t ld = kFwdLd;  // of qt and st
   const Sequence sq = p.sequence(b);
   const int64_t rows = std::min(kFwdBlockM, sq.len_q - row0);
   const int64_t qn = round_up(rows, kLanes);  // query columns of Sᵀ, whole vectors

@@ -18,6 +18,10 @@ constexpr int64_t kBlockM = 64;  // query rows per backward step
 // The forward's query rows per task: 128 loads each K / V tile once for twice the rows, halving
 // that cost per FLOP; its working set at d = 256 (~0.4 MB) still fits a 1 MB L2 (Zen 4, Xeon: 1-2 MB).
 constexpr int64_t kFwdBlockM = 128;
+// Row length (floats) of the forward's transposed tiles Qᵀ and Sᵀ (query columns): one cache
+// line more than kFwdBlockM, so that the 64 rows a micro-kernel panel walks down are not 512
+// bytes apart (which maps them all into 8 of a 32 KB 8-way L1's 64 sets).
+constexpr int64_t kFwdLd = kFwdBlockM + 16;
 constexpr int64_t kBlockN = 64;  // keys per step of the inner loop
 // The dropout mask is drawn a block's columns at a time (DropoutStream::keep_row32, aligned).
 static_assert(kBlockN % DropoutStream::kCols == 0, "key tiles are whole dropout blocks");
@@ -66,24 +70,26 @@ class Arena {
 inline Checked forward_thread_bytes(const Params& p) {
   const int64_t dp = pad_cols(p.head_dim);
   auto block = Arena::checked_block_bytes;
-  return block(kFwdBlockM * dp) * 2        // Qt, O
+  return block(dp * kFwdLd)                // Qt
+         + block(kFwdBlockM * dp)          // O
          + block(kBlockN * dp) * 2         // K, V
-         + block(kFwdBlockM * kBlockN)     // St, then Pt
+         + block(kBlockN * kFwdLd)         // St, then Pt
          + block(kFwdBlockM) * 3;          // m, l, alpha
 }
 
-// Per-thread scratch of the backward: the dQ accumulator of a whole (batch, head) sequence, D,
-// and the tiles of one (query block, key block) step. p.seqlen_q is the longest sequence (the
-// real one of a packed batch: validate reads it from cu_seqlens), not a caller's claim.
+// Per-thread scratch of the backward: the dQ accumulator, Q and dO of a whole (batch, head)
+// sequence, D, and the tiles of one (query block, key block) step. p.seqlen_q is the longest
+// sequence (the real one of a packed batch: validate reads it from cu_seqlens), not a caller's
+// claim.
 inline Checked backward_thread_bytes(const Params& p) {
   const int64_t dp = pad_cols(p.head_dim);
   const Checked rows = (Checked(p.seqlen_q) + (kPadRows - 1)).round_down(kPadRows);  // pad_rows
   auto block = Arena::checked_block_bytes;
-  return block(rows * dp)                  // dQ accumulator
+  return block(rows * dp) * 3              // dQ accumulator, Q (scaled), dO
          + block(rows)                     // D = rowsum(dO * O)
          + block(kBlockN * dp) * 3         // K, dK, dV
          + block(dp * kBlockN) * 2         // Kt, Vt
-         + block(kBlockM * dp) * 2         // Q (scaled), dO
+         + block(dp)                       // a row of O
          + block(kBlockM * kBlockN) * 4    // S->P, P dropped, dP->dS, softcap slope
          + block(kBlockN * kBlockM)        // a transposed (key, query) tile
          + block(kBlockM);                 // lse of the block
