@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """`fa-bench arch` against bench/arch_model.py: on a few shapes (GQA, causal, s_q != s_k, a model
 preset, every GPU and pass) the C++ model's JSON rows carry the same times, TFLOP/s and bytes as
-the Python module computes, and the same support matrix; its CSV has a line per row; bad input
-exits 2. Usage: arch_cli_test.py FA_BENCH"""
+the Python module computes, and the same support matrix; its CSV has a line per row; --chart's
+SVG bars are the rows' TFLOP/s; --measure times the shape here (the CPU) and labels it measured;
+bad input exits 2. Usage: arch_cli_test.py FA_BENCH"""
 import csv
 import json
 import os
@@ -91,13 +92,56 @@ with tempfile.TemporaryDirectory() as tmp:
             check((line["flash_ms"] == "") == (r["flash_ms"] is None), f"case {i}: CSV empty cell")
             if r["flash_ms"] is not None:
                 close(float(line["flash_ms"]), r["flash_ms"], f"case {i}: CSV flash ms")
+    # --chart: an SVG whose bars are the JSON rows' TFLOP/s, standard and flash per row.
+    import xml.etree.ElementTree as ET
+    svg, path = os.path.join(tmp, "chart.svg"), os.path.join(tmp, "chart.json")
+    run(["--op", "fwd,bwd", "-s", "2048", "-d", "128", "--heads", "16", "--chart", svg,
+         "--json", path])
+    rec = json.load(open(path))
+    bars = {}
+    for r in ET.parse(svg).iter("{http://www.w3.org/2000/svg}rect"):
+        if r.get("class") == "bar":
+            bars[(r.get("data-group"), r.get("data-series"))] = float(r.get("data-value"))
+    want = {}
+    for r in rec["rows"]:
+        for series, key in (("standard (modeled)", "standard_tflops"),
+                            ("flash (modeled)", "flash_tflops")):
+            if r[key] is not None:
+                want[(f"{r['op']} {r['gpu']}", series)] = r[key]
+    check(set(bars) == set(want), f"chart bars {sorted(set(bars) ^ set(want))[:4]}")
+    for k, v in want.items():
+        if k in bars:
+            close(bars[k], v, f"chart bar {k}")
+    # --measure: this machine's standard and flash calls, labelled measured (the CPU here; the
+    # model has no CPU row, so no model error), in the table, the JSON and the chart.
+    svg, path = os.path.join(tmp, "m.svg"), os.path.join(tmp, "m.json")
+    p = run(["--gpu", "h200-sxm", "--op", "fwd,bwd", "-b", "1", "--heads", "2", "-s", "96",
+             "-d", "32", "--measure", "--device", "cpu", "--warmup", "1", "--repeats", "2",
+             "--json", path, "--chart", svg])
+    check("Measured on this machine (cpu)" in p.stdout, "measure: no measured table")
+    rec = json.load(open(path))
+    m = rec.get("measured", {})
+    check(m.get("device") == "cpu" and m.get("gpu") is None, f"measure: device {m.get('device')}")
+    rows = m.get("rows", [])
+    check([r["op"] for r in rows] == ["fwd", "bwd"], f"measure: rows {rows}")
+    for r in rows:
+        check(r["modeled"] is False and r["dtype"] == "fp32", f"measure {r['op']}: labels")
+        check(r["flash_status"] == "ok" and r["standard_status"] == "ok", f"measure {r['op']}: status")
+        check(r["flash_kernel"] == "cpu-flash", f"measure {r['op']}: kernel {r['flash_kernel']}")
+        check(r["flash_ms"] > 0 and r["standard_ms"] > 0, f"measure {r['op']}: times")
+        check(r["flash_bytes"] < r["standard_bytes"], f"measure {r['op']}: flash needs less memory")
+        check(r["model_error"] is None, f"measure {r['op']}: a model error without a model row")
+    series = {r.get("data-series") for r in ET.parse(svg).iter("{http://www.w3.org/2000/svg}rect")
+              if r.get("class") == "bar"}
+    check({"standard (measured here)", "flash (measured here)"} <= series, f"measure chart {series}")
     # The defaults print the support matrix and every GPU.
     p = run([])
     for g in am.GPUS:
         check(g["key"] in p.stdout, f"default run: no {g['key']} row")
     # Bad input: exit 2, naming the flag.
     for bad in (["--gpu", "v100"], ["--model", "gpt-9"], ["--heads", "6", "--kv-heads", "4"],
-                ["--model", "gpt2", "--heads", "4"], ["--op", "decode"]):
+                ["--model", "gpt2", "--heads", "4"], ["--op", "decode"],
+                ["--measure", "--device", "tpu"], ["--measure", "--repeats", "0"]):
         p = run(bad, want_rc=2)
         check(p.stdout == "", f"{bad}: printed a table before failing")
 

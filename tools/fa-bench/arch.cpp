@@ -1,11 +1,14 @@
 // fa-bench arch: the support matrix and the modeled time / TFLOP/s / memory of standard against
-// flash attention per GPU (arch_model.h; docs/architectures.md). Pure arithmetic: nothing runs.
+// flash attention per GPU (arch_model.h; docs/architectures.md), pure arithmetic; with --measure
+// also the shape timed on this machine (measure.h, as `run` times it) beside the model's figure
+// for this machine's GPU, and with --chart an SVG of the TFLOP/s (arch_chart.h).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "arch_chart.h"
 #include "arch_model.h"
 #include "commands.h"
 #include "text.h"  // tools/common: fatools::sig, Table
@@ -50,6 +53,27 @@ const char* const kArchCsvHeader =
     "gpu,arch,op,dtype,layers,b,h,h_kv,s_q,s_k,d,causal,standard_ms,standard_tflops,"
     "standard_bytes,flash_family,flash_ms,flash_tflops,flash_bytes,input_bytes,speedup,"
     "memory_ratio,memory_gb,modeled";
+
+// --measure: one layer's call timed here, standard and flash, for each pass.
+struct MeasuredRow {
+  std::string op, dtype;
+  Row standard, flash;
+  double layers = 1;
+  std::optional<double> modeled_flash_ms;  // the model's, for this machine's GPU (all layers)
+  std::optional<double> ms(const Row& r) const {
+    if (!r.ran()) return std::nullopt;
+    return r.ms * layers;
+  }
+  std::optional<double> model_error() const {  // modeled / measured - 1
+    const std::optional<double> m = ms(flash);
+    if (!m || !modeled_flash_ms || *m <= 0) return std::nullopt;
+    return *modeled_flash_ms / *m - 1;
+  }
+};
+
+std::string status_note(const Row& r, const char* what) {
+  return r.ran() ? std::string() : fmt::format("{}: {}", what, r.status);
+}
 
 }  // namespace
 
@@ -129,6 +153,92 @@ int cmd_arch(const ArchArgs& a) {
       rows.push_back(r);
     }
 
+  // This machine: the shape timed as `fa-bench run` times it (one layer's call; a model's
+  // layers are the same call repeated, so its time is the call's times the layers).
+  std::vector<MeasuredRow> measured;
+  std::string device;
+  const ArchGpu* here = nullptr;
+  if (a.measure) {
+    const Timing& t = a.timing;
+    device = t.cuda ? machine(true).gpu : "cpu";
+    here = t.cuda ? gpu_for_device(am, device) : nullptr;
+    out(fmt::format("\nMeasured on this machine ({}{}): one layer's call{}, median of {} calls "
+                    "after {} warm-up; model error = modeled / measured - 1 (flash)\n",
+                    device, here ? fmt::format(", the model's {}", here->key) : "",
+                    a.layers > 1 ? fmt::format(" times {} layers", a.layers) : "", t.repeats,
+                    t.warmup));
+    const fatools::Table meas({{"op", 6, true}, {"dtype", 5, true}, {"std ms", 9},
+                               {"std TFLOP/s", 11}, {"std MiB", 9}, {"flash", 11, true},
+                               {"flash ms", 9}, {"flash TFLOP/s", 13}, {"flash MiB", 9},
+                               {"speed-up", 8}, {"modeled ms", 10}, {"model error", 11},
+                               {"note", 0, true}});
+    out(meas.header());
+    for (const std::string& op : a.ops) {
+      MeasuredRow m;
+      m.op = op;
+      m.layers = layers;
+      m.dtype = !s.dtype.empty() ? s.dtype : here ? grid_dtype(*here) : t.cuda ? "bf16" : "fp32";
+      auto cell = [&](const char* backend) {
+        Config c;
+        c.backend = backend;
+        c.op = op;
+        c.dtype = dtype_from_name(m.dtype);
+        c.b = s.b, c.h = s.h, c.h_kv = s.kv_heads(), c.s_q = s.s_q, c.s_k = s.keys(), c.d = s.d;
+        c.causal = s.causal;
+        c.cuda = t.cuda;
+        c.warmup = t.warmup, c.repeats = t.repeats, c.warmup_ms = t.warmup_ms;
+        return measure(c);
+      };
+      m.flash = cell("flashattn");
+      m.standard = cell("vanilla");
+      if (here) {
+        AttnShape shape = s;
+        shape.dtype = m.dtype;
+        m.modeled_flash_ms = flash_ms(am, *here, op, shape);
+        if (m.modeled_flash_ms) *m.modeled_flash_ms *= layers;
+      }
+      const double flops = counted_flops(op, s) * layers;
+      auto tflops = [&](const std::optional<double>& ms) -> std::optional<double> {
+        if (!ms || *ms <= 0) return std::nullopt;
+        return flops / *ms * 1e-9;
+      };
+      auto bytes = [](const Row& r) {
+        return r.ran() ? fatools::mib(double(r.call_bytes())) : std::string("-");
+      };
+      const std::optional<double> std_ms = m.ms(m.standard), fl_ms = m.ms(m.flash);
+      std::string note = status_note(m.standard, "standard");
+      const std::string fnote = status_note(m.flash, "flash");
+      if (!fnote.empty()) note += (note.empty() ? "" : "; ") + fnote;
+      const std::optional<double> err = m.model_error();
+      out(meas.row({op, m.dtype, text(std_ms), text(tflops(std_ms)), bytes(m.standard),
+                    or_dash(m.flash.kernel), text(fl_ms), text(tflops(fl_ms)), bytes(m.flash),
+                    std_ms && fl_ms ? fatools::times(*std_ms / *fl_ms) : "-",
+                    text(m.modeled_flash_ms),
+                    err ? fmt::format("{:+.1f}%", 100 * *err) : "-", note}));
+      measured.push_back(m);
+    }
+  }
+
+  if (!a.chart.empty()) {
+    std::vector<ChartGroup> groups;
+    for (const ArchRow& r : rows)
+      groups.push_back({r.op + " " + r.gpu->key,
+                        {{"standard (modeled)", r.tflops(r.standard_ms).value_or(0)},
+                         {"flash (modeled)", r.tflops(r.flash_ms).value_or(0)}}});
+    for (const MeasuredRow& m : measured) {
+      const double flops = counted_flops(m.op, s) * m.layers;
+      auto tf = [&](const std::optional<double>& ms) { return ms && *ms > 0 ? flops / *ms * 1e-9 : 0.0; };
+      groups.push_back({m.op + " here (" + device + ")",
+                        {{"standard (measured here)", tf(m.ms(m.standard))},
+                         {"flash (measured here)", tf(m.ms(m.flash))}}});
+    }
+    const std::string title = fmt::format(
+        "fa-bench arch: {}b {}, heads {} / kv {}, d {}, seqlen {}, {} (modeled{})",
+        a.model.empty() ? "" : a.model + ", ", s.b, s.h, s.kv_heads(), s.d, s.s_q,
+        s.causal ? "causal" : "full", measured.empty() ? "" : "; measured here where so labelled");
+    write_file(a.chart, arch_chart_svg(title, "TFLOP/s (FLOPs as shared/BENCH.md counts them)", groups));
+  }
+
   if (!a.json.empty()) {
     Json j{{"modeled", true},
            {"model", "bench/arch_model.json (compiled in); bench/arch_model.py computes the same"},
@@ -154,6 +264,22 @@ int cmd_arch(const ArchArgs& a) {
                            {"speedup", speedup > 0 ? Json(speedup) : Json()},
                            {"memory_ratio", r.memory.standard / r.memory.flash},
                            {"memory_gb", r.gpu->memory_gb}, {"modeled", true}});
+    }
+    if (a.measure) {
+      j["measured"] = {{"device", device}, {"gpu", here ? Json(here->key) : Json()},
+                       {"repeats", a.timing.repeats}, {"rows", Json::array()}};
+      for (const MeasuredRow& m : measured) {
+        auto ms = [&](const Row& r) { return number(m.ms(r)); };
+        j["measured"]["rows"].push_back(
+            {{"op", m.op}, {"dtype", m.dtype}, {"layers", a.layers},
+             {"standard_ms", ms(m.standard)}, {"standard_status", m.standard.status},
+             {"standard_bytes", m.standard.ran() ? Json(m.standard.call_bytes()) : Json()},
+             {"flash_kernel", m.flash.kernel.empty() ? Json() : Json(m.flash.kernel)},
+             {"flash_ms", ms(m.flash)}, {"flash_status", m.flash.status},
+             {"flash_bytes", m.flash.ran() ? Json(m.flash.call_bytes()) : Json()},
+             {"modeled_flash_ms", number(m.modeled_flash_ms)},
+             {"model_error", number(m.model_error())}, {"modeled", false}});
+      }
     }
     write_file(a.json, j.dump(1) + "\n");
   }

@@ -1,6 +1,7 @@
 #include "arch_model.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -109,6 +110,37 @@ const ArchGpu* ArchModel::gpu(const std::string& key) const {
   for (const ArchGpu& g : gpus)
     if (g.key == key) return &g;
   return nullptr;
+}
+
+namespace {
+std::vector<std::string> upper_words(const std::string& text) {
+  std::vector<std::string> words(1);
+  for (const char ch : text) {
+    if (ch == ' ' || ch == '-' || ch == '_') {
+      if (!words.back().empty()) words.emplace_back();
+    } else {
+      words.back() += char(std::toupper(static_cast<unsigned char>(ch)));
+    }
+  }
+  if (words.back().empty()) words.pop_back();
+  return words;
+}
+}  // namespace
+
+const ArchGpu* gpu_for_device(const ArchModel& am, const std::string& device_name) {
+  const std::vector<std::string> device = upper_words(device_name);
+  const ArchGpu* best = nullptr;
+  size_t best_words = 0;
+  for (const ArchGpu& g : am.gpus) {
+    std::vector<std::string> want = upper_words(g.name);
+    want.erase(std::remove(want.begin(), want.end(), "SXM"), want.end());
+    if (want.empty()) continue;
+    const bool all = std::all_of(want.begin(), want.end(), [&](const std::string& w) {
+      return std::find(device.begin(), device.end(), w) != device.end();
+    });
+    if (all && want.size() > best_words) best = &g, best_words = want.size();
+  }
+  return best;
 }
 
 const ArchFamily* ArchModel::family(const std::string& name) const {

@@ -54,6 +54,13 @@ struct ArchModel {
 
 // Parses the data file's text; throws std::runtime_error naming what is wrong.
 ArchModel parse_arch_model(const std::string& json_text);
+
+// The model's GPU that a CUDA device of this name is ("NVIDIA H200" -> h200-sxm, "NVIDIA
+// A100-SXM4-80GB" -> a100-80gb, "Tesla T4" -> t4): the row every word of whose name, "SXM" left
+// out, appears in the device's name as a word (case-insensitive; '-' and '_' separate words), the
+// longest such name where several match; nullptr for a device the model has no row for. (A PCIe
+// card of a model with an SXM row matches that row: the model's rates are the SXM part's.)
+const ArchGpu* gpu_for_device(const ArchModel& am, const std::string& device_name);
 // The compiled-in model (bench/arch_model.json at build time).
 const ArchModel& arch_model();
 

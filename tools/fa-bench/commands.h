@@ -74,6 +74,9 @@ struct ArchArgs {
   int64_t layers = 1;  // times are for this many layers (a model preset's)
   std::string model;   // the preset's name, "" for a bare shape
   std::string json, csv, command;
+  std::string chart;   // an SVG bar chart of the rows' TFLOP/s (arch_chart.h), "" for none
+  bool measure = false;  // also time the shape here (one layer's call), beside the model
+  Timing timing;         // the measurement's (timing_defaults of the device it runs on)
 };
 
 // Each returns the process exit code; tables go to stdout, progress to stderr.

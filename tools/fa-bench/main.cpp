@@ -107,10 +107,14 @@ std::map<std::string, fatools::ManPage> man_pages() {
         "bench/arch_model.json's constants (compiled in), calibrated on H200 measurements and "
         "carried to the other GPUs by their datasheet rates (docs/architectures.md states the "
         "error on the H200; elsewhere it is unknown). bench/arch_model.py computes the same "
-        "numbers. Pure arithmetic: nothing runs.",
+        "numbers. Pure arithmetic unless --measure: then the shape is also timed here (standard "
+        "and flash, one layer's call, as `run` times it; --device, --warmup, --repeats as "
+        "there), labelled measured, with the model's error where this machine's GPU is one of "
+        "the model's. --chart writes the TFLOP/s as an SVG bar chart.",
         {{"EXAMPLES", " fa-bench arch\n"
                       " fa-bench arch --model llama-3-8b --seqlen 8192 --batch 8\n"
-                      " fa-bench arch --gpu a100-80gb,h100-sxm --op fwdbwd -s 16384 -d 128 --json a.json"},
+                      " fa-bench arch --gpu a100-80gb,h100-sxm --op fwdbwd -s 16384 -d 128 --json a.json\n"
+                      " fa-bench arch --gpu h200-sxm -b 16 --heads 16 -s 1024 -d 128 --measure --chart h200.svg"},
          exit_status, see_also}}},
   };
 }
@@ -375,6 +379,14 @@ int main(int argc, char** argv) {
       ->check(writable())->type_name("PATH");
   arch_cmd->add_option("--csv", arch.csv, "write the rows as CSV (RFC 4180).")
       ->check(writable())->type_name("PATH");
+  arch_cmd->add_option("--chart", arch.chart, "write an SVG bar chart of the rows' TFLOP/s "
+                       "(standard and flash per pass and GPU; with --measure, this machine's too).")
+      ->check(writable())->type_name("PATH");
+  arch_cmd->add_flag("--measure", arch.measure, "also time the shape on this machine (one layer's "
+                     "call, standard and flash, as `run` times it) and, where this machine's GPU "
+                     "is one of the model's, show the model's error against it.");
+  DeviceDefaults arch_dd(arch_cmd);
+  add_timing(arch_dd, arch_cmd, timing, device, progress);
 
   if (const int rc = fatools::parse(app, argc, argv); rc >= 0) return rc;
   out.command.clear();
@@ -400,6 +412,13 @@ int main(int argc, char** argv) {
       arch.shape.causal = arch_mask == "causal" || (arch_mask == "auto" && !arch.model.empty());
       arch.shape.dtype = arch_dtype == "auto" ? "" : arch_dtype;
       arch.command = out.command;
+      if (arch.measure) {
+        if (device == "cuda" && !cuda_available())
+          return usage_error("--device cuda: this build has no CUDA backend or no GPU is present");
+        timing.cuda = device == "cuda" || (device == "auto" && cuda_available());
+        arch_dd.apply(timing.cuda);
+        arch.timing = timing;
+      }
       return cmd_arch(arch);
     }
     if (plan_cmd->parsed()) {
