@@ -520,7 +520,7 @@ TEST(KvUpdate, NoLseSameOutput) {
 #ifdef FA_TEST_CUDA
 // Every tensor of the call mirrored on the device (inputs copied, out and lse poisoned), run with
 // a poisoned workspace of the queried size, then out, lse and both caches copied back into pr.
-void run_call_gpu(KvProblem& pr) {
+void run_call_gpu(KvProblem& pr, const Tuning& tuning) {
   std::vector<std::unique_ptr<DeviceTensor>> keep;
   auto mirror = [&](const HostTensor& h, bool poison) {
     keep.push_back(std::make_unique<DeviceTensor>(h, poison));
@@ -549,8 +549,8 @@ void run_call_gpu(KvProblem& pr) {
     p.rotary_sin = mirror(pr.sin, false);
   }
   if (pr.alibi.data()) p.alibi_slopes = mirror(pr.alibi, false);
-  EXPECT_EQ(family_of(p, Pass::Forward, Tuning{}), "cuda-kvcache");
-  run_pass(p, false);
+  EXPECT_EQ(family_of(p, Pass::Forward, tuning), "cuda-kvcache");
+  run_pass(p, false, &tuning);
   if (::testing::Test::HasFatalFailure()) return;
   out_dev.copy_to(pr.out);
   lse_dev.copy_to(pr.lse);
@@ -558,15 +558,15 @@ void run_call_gpu(KvProblem& pr) {
   v_dev.copy_to(pr.v_cache);
 }
 
-void check_case_gpu(KvCase c) {
+void check_case_gpu(KvCase c, const Tuning& tuning) {
   if (c.dtype == FA_DTYPE_FP32) c.dtype = FA_DTYPE_BF16;  // the CUDA kernels take 16-bit inputs
-  SCOPED_TRACE(c.name() + " cuda");
+  SCOPED_TRACE(c.name() + " cuda" + (tuning.kvcache_pdl ? " pdl" : ""));
   KvProblem pr(c);
   HostTensor k_want = copy_of(pr.k_cache), v_want = copy_of(pr.v_cache);
   expected_caches(pr, k_want, v_want);
   Problem plain = oracle_problem(pr, k_want, v_want);
   pr.alibi = plain.alibi;
-  run_call_gpu(pr);
+  run_call_gpu(pr, tuning);
   if (::testing::Test::HasFatalFailure()) return;
   expect_call_results(pr, plain, k_want, v_want, true);
 }
@@ -625,7 +625,13 @@ class GpuKvUpdate : public ::testing::TestWithParam<KvCase> {};
 TEST_P(GpuKvUpdate, CacheBytesAndAccuracyRule) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
-  check_case_gpu(GetParam());
+  // As the library ships, then with the kernels as programmatic dependent launches (sm90; the
+  // knob is off by default until measured).
+  for (const bool pdl : {false, true}) {
+    Tuning t;
+    t.kvcache_pdl = pdl;
+    check_case_gpu(GetParam(), t);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, GpuKvUpdate, ::testing::ValuesIn(gpu_grid()),

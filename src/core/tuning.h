@@ -48,6 +48,9 @@
 #ifndef FA_TUNING_KVCACHE_ALL
 #define FA_TUNING_KVCACHE_ALL 0
 #endif
+#ifndef FA_TUNING_KVCACHE_PDL
+#define FA_TUNING_KVCACHE_PDL 0
+#endif
 #ifndef FA_TUNING_SM90_FWD_PERSISTENT
 #define FA_TUNING_SM90_FWD_PERSISTENT 1
 #endif
@@ -100,6 +103,10 @@ struct Tuning {
   // those with a KV cache's fields or num_splits > 1: the GPU tests' way to run the plain grid
   // through it.
   bool kvcache_all = FA_TUNING_KVCACHE_ALL != 0;
+  // cuda-kvcache's attention and combine kernels as programmatic dependent launches on sm90
+  // (kvcache_launch.cuh): their blocks start while the kernel ahead finishes, hiding a launch
+  // gap each in a decode step (b1 x 4k: 20 us a call against cuDNN's 15). Off until measured.
+  bool kvcache_pdl = FA_TUNING_KVCACHE_PDL != 0;
 };
 
 // What a call's launchers need beyond its Params: the device's properties (queried once per

@@ -31,6 +31,7 @@
 #include "core/rotary.h"
 #include "cuda/arch/cp_async.cuh"
 #include "cuda/arch/exp2.cuh"
+#include "cuda/arch/griddep.cuh"
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
 #include "cuda/kernels/kvcache/kv_seq.cuh"
@@ -121,6 +122,12 @@ __global__ void __launch_bounds__(T::kThreads) kv_fwd_kernel(const __grid_consta
   constexpr int kW = T::kWarps, kN = T::kBlockN, kS = T::kStages, kCpr = T::kChunksPerRow;
   extern __shared__ __align__(128) uint16_t smem[];
   uint16_t* sQ = smem;
+  // Launched as a programmatic dependent (Tuning::kvcache_pdl, kvcache_launch.cuh): the combine
+  // may be launched once every block is running, and nothing is read before the kernel ahead on
+  // the stream (the prepare kernel's appended keys, or the caller's last kernel) has completed.
+  // Launched plainly, both are no-ops.
+  grid_launch_dependents();
+  grid_dependency_wait();
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4;
@@ -324,6 +331,7 @@ constexpr int kCombineCols = 4;
 template <typename Tag>
 __global__ void __launch_bounds__(32 * kCombineWarps) kv_combine_kernel(
     const __grid_constant__ Params p, const KvArgs a) {
+  grid_dependency_wait();  // the attention kernel's parts (a no-op when launched plainly)
   const int lane = threadIdx.x % 32;
   const int64_t prow = int64_t(blockIdx.x) * kCombineWarps + threadIdx.x / 32;
   if (prow >= a.part_rows) return;
@@ -396,6 +404,7 @@ constexpr int kPrepareThreads = 128;  // a row's head_dim elements
 template <typename E>
 __global__ void __launch_bounds__(kPrepareThreads) kv_prepare_kernel(
     const __grid_constant__ Params p, E* q_rot) {
+  grid_launch_dependents();  // the attention kernel may be launched (it waits for this one)
   const int d = int(p.head_dim);
   const Params::Rotary& ro = p.rotary;
   const int32_t last_pos = ro.dim > 0 ? int32_t(ro.seqlen) - 1 : 0;

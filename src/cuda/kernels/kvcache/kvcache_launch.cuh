@@ -28,8 +28,30 @@ inline void check_launch(const char* what, int d) {
     fail(FA_ERROR_CUDA, what, " (cuda-kvcache, d", d, ") launch: ", cudaGetErrorString(err));
 }
 
+// A launch, as a programmatic dependent of the kernel ahead on the stream where `dependent`
+// (cudaLaunchAttributeProgrammaticStreamSerialization: its blocks may start, and wait in
+// grid_dependency_wait, while that kernel's last blocks finish).
+template <typename Kernel, typename... Args>
+void launch_kernel(Kernel kernel, dim3 grid, unsigned threads, size_t smem, cudaStream_t stream,
+                   bool dependent, const char* what, int d, const Args&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = dependent ? 1 : 0;
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, args...);
+  if (err != cudaSuccess)
+    fail(FA_ERROR_CUDA, what, " (cuda-kvcache, d", d, ") launch: ", cudaGetErrorString(err));
+  check_launch(what, d);
+}
+
 template <int D, typename Tag>
-void launch_attention(const Params& p, const KvArgs& a, cudaStream_t stream) {
+void launch_attention(const Params& p, const KvArgs& a, cudaStream_t stream, bool dependent) {
   using T = KvTraits<D, Tag>;
   static std::atomic<uint64_t> opted_in{0};
   const cudaError_t err = opt_in_smem(reinterpret_cast<const void*>(kv_fwd_kernel<T>),
@@ -38,8 +60,8 @@ void launch_attention(const Params& p, const KvArgs& a, cudaStream_t stream) {
     fail(FA_ERROR_CUDA, "cudaFuncSetAttribute(cuda-kvcache d", D, "): ", cudaGetErrorString(err));
   const dim3 grid(unsigned(int64_t(a.row_tiles) * a.splits), unsigned(p.heads_kv),
                   unsigned(p.batch));
-  kv_fwd_kernel<T><<<grid, T::kThreads, T::kSmemBytes, stream>>>(p, a);
-  check_launch("attention kernel", D);
+  launch_kernel(kv_fwd_kernel<T>, grid, T::kThreads, T::kSmemBytes, stream, dependent,
+                "attention kernel", D, p, a);
 }
 
 template <int D, int... Ds, typename Run>
@@ -90,13 +112,18 @@ void run(const Params& call, const Context& ctx, void* workspace, size_t bytes, 
   a.part_rows = p.total_q * p.heads_q;
   a.part_o = plan.splits > 1 ? reinterpret_cast<float*>(base + w.rotated_q) : nullptr;
   a.part_lse = plan.splits > 1 ? reinterpret_cast<float*>(base + w.rotated_q + w.part_o) : nullptr;
+  // Programmatic dependent launches (Tuning::kvcache_pdl, sm90): the attention kernel after the
+  // prepare kernel or the caller's last kernel, the combine after the attention kernel; each
+  // waits for its predecessor before its first read (kvcache_kernel.cuh), so only the launch
+  // gaps change.
+  const bool pdl = ctx.tuning.kvcache_pdl && ctx.device.major >= 9;
   with_kernel_dim<FA_SM80_FWD_DIMS>(kernel_d, [&](auto d) {
-    launch_attention<decltype(d)::value, Tag>(p, a, stream);
+    launch_attention<decltype(d)::value, Tag>(p, a, stream, pdl);
   });
   if (plan.splits > 1) {
     const int64_t blocks = (a.part_rows + kCombineWarps - 1) / kCombineWarps;
-    kv_combine_kernel<Tag><<<unsigned(blocks), 32 * kCombineWarps, 0, stream>>>(p, a);
-    check_launch("combine kernel", kernel_d);
+    launch_kernel(kv_combine_kernel<Tag>, dim3(unsigned(blocks)), 32 * kCombineWarps, 0, stream,
+                  pdl, "combine kernel", kernel_d, p, a);
   }
 }
 
