@@ -162,7 +162,7 @@ TEST_P(GpuSm90, ForwardMatchesReferenceAndRanSm90) {
   ASSERT_TRUE(why.empty()) << why;
   // Persistent, the dynamic scheduler (1) and the static walk (2), under every schedule; one
   // block a tile (0) under the default one; GQA packing (where the call qualifies) on, and off
-  // once.
+  // once; the TMA-store epilogue (in builds with two Q buffers, d <= 128) on, and off once.
   // At d <= 64 all of it with two consumer warpgroups (what these lengths get by default) and
   // with three (Tuning::sm90_fwd_d64_consumers, the default from 2048 queries and keys).
   const std::vector<int> consumers =
@@ -170,12 +170,14 @@ TEST_P(GpuSm90, ForwardMatchesReferenceAndRanSm90) {
   for (const int warpgroups : consumers)
   for (const int schedule : schedules_to_run())
   for (const int persistent : {1, 2, 0})
-  for (const bool pack : {true, false}) {
+  for (const bool pack : {true, false})
+  for (const bool tma_store : {true, false}) {
     if (persistent == 0 && schedule != 2) continue;
     if (!pack && !(schedule == 2 && persistent == 1)) continue;
+    if (!tma_store && !(schedule == 2 && persistent == 1 && pack)) continue;
     SCOPED_TRACE(::testing::Message() << "Tuning::sm90_fwd_schedule " << schedule << ", persistent "
                                       << persistent << ", pack_gqa " << pack
-                                      << ", d64 consumers " << warpgroups);
+                                      << ", d64 consumers " << warpgroups << ", tma_store " << tma_store);
     Problem pr(GetParam());
     DeviceProblem dev(pr, FA_BACKEND_AUTO), no_lse(pr, FA_BACKEND_AUTO);
     Tuning t = sm90_on();
@@ -183,6 +185,7 @@ TEST_P(GpuSm90, ForwardMatchesReferenceAndRanSm90) {
     t.sm90_fwd_pack_gqa = pack;
     t.sm90_fwd_persistent = persistent;
     t.sm90_fwd_d64_consumers = warpgroups;
+    t.sm90_fwd_tma_store = tma_store;
     ASSERT_EQ(family(dev.p, t), "cuda-sm90");
     run_pass(dev.p, false, &t);
     no_lse.p.lse.data = nullptr;

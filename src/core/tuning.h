@@ -36,6 +36,18 @@
 // Keys a tile of the sm90 forward at d 64 (compile-time, as above): 128, or 192 for the ablation
 // (FlashAttention-3's d 64 tile without a causal mask: a third more keys a tile for each Q·Kᵀ's
 // fixed costs, the softmax's exponentials unchanged per key).
+// Q buffers of the sm90 forward (compile-time): 1 (the default): the next work tile's Q is loaded
+// once this tile's last Q·Kᵀ is done, and O is stored from registers; 2 (where shared memory
+// holds two: d 64, d 128) loads the next tile's Q a tile ahead and stages O in the finished
+// tile's buffer for a TMA store. Measured on the H200 (docs/performance-log.md, twenty-third
+// session): 2 is +3-5% at d 128 s 1k but -5 to -8% from 4k (ptxas spills 28-36 bytes a
+// kernel instead of 8), so it stays an opt-in until its registers are back.
+#ifndef FA_TUNING_SM90_FWD_Q_BUFFERS
+#define FA_TUNING_SM90_FWD_Q_BUFFERS 1
+#endif
+#ifndef FA_TUNING_SM90_FWD_TMA_STORE
+#define FA_TUNING_SM90_FWD_TMA_STORE 1
+#endif
 #ifndef FA_TUNING_SM90_FWD_D64_BLOCK_N
 #define FA_TUNING_SM90_FWD_D64_BLOCK_N 128
 #endif
@@ -99,6 +111,12 @@ struct Tuning {
   // cuda-sm90's GQA packing: with seqlen_q < 128 and a power-of-two group up to 32, one work tile
   // holds the group's query heads (fwd_sm90.cu, pack_log2), so K / V are read once a KV head.
   bool sm90_fwd_pack_gqa = FA_TUNING_SM90_FWD_PACK_GQA != 0;
+  // cuda-sm90's epilogue where the kernel has two Q buffers (FA_TUNING_SM90_FWD_Q_BUFFERS): O
+  // through shared memory (stmatrix into the finished tile's Q buffer) and a TMA store, issued by
+  // one thread a warpgroup and waited for a tile later; off (the ablation), or where TMA cannot
+  // serve (out's strides or address; a packed batch's last tile of a sequence), stores straight
+  // from the registers.
+  bool sm90_fwd_tma_store = FA_TUNING_SM90_FWD_TMA_STORE != 0;
   // The KV-cache family (cuda-kvcache) takes every CUDA forward it serves (no dropout), not only
   // those with a KV cache's fields or num_splits > 1: the GPU tests' way to run the plain grid
   // through it.

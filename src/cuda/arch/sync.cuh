@@ -16,10 +16,27 @@ enum class NamedBarrier : uint32_t {
   kConsumers = 1,       // every consumer warpgroup (a shared epilogue step)
   kPingPong0 = 2,       // warpgroup 0's turn at the tensor cores (ping-pong schedule)
   kPingPong1 = 3,       // warpgroup 1's turn
-  kEpilogue = 4,        // the epilogue's shared-memory staging, per warpgroup pair
+  kEpilogue0 = 4,       // warpgroup 0's epilogue: its shared-memory staging written
   kPingPong2 = 5,       // warpgroup 2's turn (three consumer warpgroups)
-  kFirstFree = 6,       // ids from here on are free for a new role
+  kEpilogue1 = 6,       // warpgroup 1's epilogue
+  kEpilogue2 = 7,       // warpgroup 2's epilogue
+  kFirstFree = 8,       // ids from here on are free for a new role
 };
+
+// This thread's lane (%laneid), read where it is used: the read is volatile, so the compiler
+// cannot hoist what is computed from it out of a loop and keep that live across the loop (a
+// once-a-tile epilogue's shared-memory addresses would otherwise hold registers through a main
+// loop that needs them all).
+__device__ __forceinline__ int lane_id_here() {
+  uint32_t lane;
+  asm volatile("mov.u32 %0, %%laneid;\n" : "=r"(lane));
+  return int(lane);
+}
+
+// Consumer warpgroup c's epilogue barrier (its own 128 threads; c < 3).
+__host__ __device__ constexpr NamedBarrier epilogue_barrier(int c) {
+  return c == 0 ? NamedBarrier::kEpilogue0 : c == 1 ? NamedBarrier::kEpilogue1 : NamedBarrier::kEpilogue2;
+}
 
 // Consumer warpgroup c's turn at the tensor cores under ping-pong (c < 3).
 __host__ __device__ constexpr NamedBarrier ping_pong_turn(int c) {

@@ -106,4 +106,13 @@ __device__ __forceinline__ void tma_store_wait_read() {
 #endif
 }
 
+// Waits until at most kPending of the issuing thread's store groups are still in flight (their
+// global writes done too): before the block exits with a store outstanding.
+template <int kPending>
+__device__ __forceinline__ void tma_store_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
 }  // namespace fa::cuda

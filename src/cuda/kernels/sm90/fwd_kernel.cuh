@@ -4,17 +4,22 @@
 // exp2. A work tile is kBlockM queries of one (query head, batch entry) (tile_plan.h); a block takes
 // one, or (persistent, Tuning::sm90_fwd_persistent) walks tiles blockIdx.x, + gridDim.x, ...
 //
-//   warpgroup 0  producer: one thread issues each tile's Q copies (once the consumers are done
-//                with the previous tile's Q) and the K / V tiles' through a ring of kStages
+//   warpgroup 0  producer: one thread issues each tile's Q copies (into one of kQBuffers
+//                buffers, once the consumers are done with the tile's Q that used it before)
+//                and the K / V tiles' through a ring of kStages
 //                stages whose position runs on across tiles (full barriers: the copies' bytes;
 //                empty barriers, K's and V's apart: the consumers' release); it gives most of
 //                its registers away (setmaxnreg) to
 //   warpgroups 1.. consumers (two, or three at d 64: Tuning::sm90_fwd_d64_consumers):
 //                64 query rows each (one wgmma m64 row block), the whole key
 //                range of the tile: S (64 x kBlockN, fp32 registers), softmax, P (bf16 / fp16
-//                registers), O (64 x d, fp32 registers), the epilogue straight from registers.
+//                registers), O (64 x d, fp32 registers); the epilogue stores O straight from
+//                the registers or, with two Q buffers (FA_TUNING_SM90_FWD_Q_BUFFERS=2, an
+//                opt-in: core/tuning.h says why), stages it in the finished tile's Q buffer
+//                for a TMA store that one thread issues and waits for under the next tile's
+//                first Q·Kᵀ (direct stores where TMA cannot serve).
 //
-// Shared memory: Q [kBlockM x d], kStages x (K, V) [kBlockN x d], all in the 128-byte swizzled
+// Shared memory: kQBuffers x Q [kBlockM x d], kStages x (K, V) [kBlockN x d], all in the 128-byte swizzled
 // 64-column blocks of tile/swizzle.h that TMA's SWIZZLE_128B writes and wgmma's descriptors
 // read (wgmma_desc.h; both checked on the H200 by tests/test_gpu_wgmma.cpp), then the barriers.
 //
@@ -25,8 +30,7 @@
 // the kernel's (64, 128, 256; columns past head_dim arrive as TMA zeros and are not stored),
 // GQA / MQA, causal and sliding windows (bottom-right, core/mask.h), softcap, ALiBi, packed
 // batches (cu_seqlens; empty sequences), any scale's sign, seqlen_q != seqlen_k, LSE optional.
-// dropout (the CPU's keep-mask bit for bit; ping-pong kernels only). Not yet: a dynamic (longest
-// first) tile scheduler, the TMA-store epilogue. Checked on
+// dropout (the CPU's keep-mask bit for bit; ping-pong kernels only). Checked on
 // the H200 by tests/test_gpu_sm90.cpp under every schedule, persistent and not, with memcheck,
 // racecheck and synccheck (windows, softcap, ALiBi, dropout, packed batches, negative scales: added
 // after the last GPU run; see the test file's header).
@@ -86,6 +90,16 @@ struct FwdTraits {
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "wgmma n and P·V's k steps");
   static constexpr int kStages = 2;
   static constexpr Schedule kSchedule = kSchedule_;
+  using QTile = SwizzledTile<kBlockM, kHeadDim>;
+  using KvTile = SwizzledTile<kBlockN, kHeadDim>;
+  static constexpr int kQBytes = QTile::kElems * 2, kKvBytes = KvTile::kElems * 2;
+  // Q buffers (FA_TUNING_SM90_FWD_Q_BUFFERS): two where they fit beside the ring (d 64: 32 or
+  // 48 KB; d 128: 64 KB beside 128 KB; not d 256: 128 KB beside 128 KB): the next work tile's Q
+  // then lands a tile ahead instead of after this tile's last Q·Kᵀ, and the finished tile's
+  // buffer, which is O's size, stages the TMA-store epilogue.
+  static constexpr int kQBuffers =
+      FA_TUNING_SM90_FWD_Q_BUFFERS >= 2 && 2 * kQBytes + 2 * kStages * kKvBytes + 256 <= 232448 ? 2
+                                                                                               : 1;
   // Dropout kernels (instantiated under ping-pong only): the Philox keep-mask of P, whole 32-key
   // blocks a key tile (cuda/tile/dropout.cuh).
   static constexpr bool kDropout = kDropout_;
@@ -99,18 +113,15 @@ struct FwdTraits {
   static constexpr int kConsumerRegs = kConsumers == 2 ? 232 : 160;
   static_assert(register_split_fits(kProducerRegs, kConsumers, kConsumerRegs),
                 "the block's register pool (sync.cuh, setmaxnreg_inc)");
-  using QTile = SwizzledTile<kBlockM, kHeadDim>;
-  using KvTile = SwizzledTile<kBlockN, kHeadDim>;
-  static constexpr int kQBytes = QTile::kElems * 2, kKvBytes = KvTile::kElems * 2;
-  // Q, then per stage K and V, then the barriers: q_full, q_empty, k_full[s], v_full[s],
+  // Q [b], then per stage K and V, then the barriers: q_full[b], q_empty[b], k_full[s], v_full[s],
   // k_empty[s], v_empty[s]. K and V are released apart: under the overlap a consumer holds K of tile j and V
   // of tile j - 1 at once, and one barrier for both would leave the producer no stage to fill
   // ahead (the next K could only be loaded once P·V of j - 1 was done, just before it is needed).
-  static constexpr int kBarOffset = kQBytes + 2 * kStages * kKvBytes;
-  // After the barriers, the slot in which the producer announces each work tile (tile number, or
-  // -1: no more), 8 bytes.
-  static constexpr int kSlotOffset = kBarOffset + 8 * (2 + 4 * kStages);
-  static constexpr int kSmemBytes = kSlotOffset + 8;
+  static constexpr int kBarOffset = kQBuffers * kQBytes + 2 * kStages * kKvBytes;
+  // After the barriers, the slots (one a Q buffer, 8 bytes each) in which the producer announces
+  // each work tile (tile number, or -1: no more).
+  static constexpr int kSlotOffset = kBarOffset + 8 * (2 * kQBuffers + 4 * kStages);
+  static constexpr int kSmemBytes = kSlotOffset + 8 * kQBuffers;
   static_assert(kSmemBytes <= 232448, "the H200's shared memory a block (227 KB)");
   static_assert(kQBytes % 1024 == 0 && kKvBytes % 1024 == 0, "tiles on 1024-byte boundaries");
 };
@@ -121,10 +132,14 @@ struct FwdTraits {
 // the order they free up: longest first where tile_plan.h orders them so); nullptr: the static
 // walk blockIdx.x, + gridDim.x, ...
 // pack_log2: GQA packing (the kernel's header comment); 0: tiles of one query head.
+// o / o_tma: out's map for the TMA-store epilogue (boxes of 64 columns x one consumer
+// warpgroup's 64 rows), o_tma 0 where the epilogue stores from registers (Tuning::
+// sm90_fwd_tma_store off, one Q buffer, or a view the map cannot take).
 struct FwdMaps {
-  CUtensorMap q, k, v;
+  CUtensorMap q, k, v, o;
   int* tile_counter;
   int pack_log2;
+  int o_tma;
 };
 
 // The online softmax's lazy rescale: the reference max moves only when a tile's max exceeds it
@@ -143,16 +158,20 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   using Tag = typename T::Tag;
   constexpr int kD = T::kHeadDim, kM = T::kBlockM, kN = T::kBlockN, kStages = T::kStages;
   extern __shared__ __align__(1024) unsigned char smem[];
-  const uint32_t sQ = smem_addr(smem);
-  auto sK = [&](int s) { return sQ + uint32_t(T::kQBytes + 2 * s * T::kKvBytes); };
+  constexpr int kQB = T::kQBuffers;
+  constexpr bool kQ2 = kQB == 2;  // two Q buffers: the staged epilogue, Q released after it
+  const uint32_t smem0 = smem_addr(smem);
+  auto sQ = [&](int b) { return smem0 + uint32_t(b * T::kQBytes); };
+  auto sK = [&](int s) { return smem0 + uint32_t(kQB * T::kQBytes + 2 * s * T::kKvBytes); };
   auto sV = [&](int s) { return sK(s) + uint32_t(T::kKvBytes); };
-  const uint32_t bars = sQ + T::kBarOffset;
+  const uint32_t bars = smem0 + T::kBarOffset;
   constexpr int kBoxCols = T::QTile::kBlockCols;  // a TMA box: one 64-column block
-  const uint32_t q_full = bars, q_empty = bars + 8u;
-  auto k_full = [&](int s) { return bars + 8u * uint32_t(2 + s); };
-  auto v_full = [&](int s) { return bars + 8u * uint32_t(2 + kStages + s); };
-  auto k_empty = [&](int s) { return bars + 8u * uint32_t(2 + 2 * kStages + s); };
-  auto v_empty = [&](int s) { return bars + 8u * uint32_t(2 + 3 * kStages + s); };
+  auto q_full = [&](int b) { return bars + 8u * uint32_t(b); };
+  auto q_empty = [&](int b) { return bars + 8u * uint32_t(kQB + b); };
+  auto k_full = [&](int s) { return bars + 8u * uint32_t(2 * kQB + s); };
+  auto v_full = [&](int s) { return bars + 8u * uint32_t(2 * kQB + kStages + s); };
+  auto k_empty = [&](int s) { return bars + 8u * uint32_t(2 * kQB + 2 * kStages + s); };
+  auto v_empty = [&](int s) { return bars + 8u * uint32_t(2 * kQB + 3 * kStages + s); };
 
   const int tid = threadIdx.x, wg = tid / T::kWgThreads, lane = tid % 32;
   const int warp = (tid % T::kWgThreads) / 32;  // in the warpgroup
@@ -200,14 +219,19 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto map_batch = [&](int b) { return p.varlen() ? 0 : b; };
   // This block's first tile is blockIdx.x, the next ones the dynamic scheduler's or the static
   // walk's (FwdMaps::tile_counter): a grid of one block a tile is the non-persistent launch. The
-  // producer decides and announces each tile in the slot before Q's copies arrive on q_full
-  // (an mbarrier arrive releases, its wait acquires); the consumers read it there. It writes the
-  // next one only once the consumers are done with the tile's Q (q_empty), so one slot serves.
-  volatile int* const tile_slot = reinterpret_cast<volatile int*>(smem + T::kSlotOffset);
+  // producer decides and announces each tile in its Q buffer's slot before Q's copies arrive on
+  // that buffer's q_full (an mbarrier arrive releases, its wait acquires); the consumers read it
+  // there. Work tile number r (its round) uses buffer r % kQB; the producer writes the buffer's
+  // next one only once the consumers are done with its Q (q_empty), so one slot a buffer serves.
+  auto tile_slot = [&](int b) {
+    return reinterpret_cast<volatile int*>(smem + T::kSlotOffset + 8 * b);
+  };
 
   if (tid == 0) {
-    mbar_init(q_full, 1);
-    mbar_init(q_empty, 128 * T::kConsumers);  // every consumer thread (release_q)
+    for (int b = 0; b < kQB; ++b) {
+      mbar_init(q_full(b), 1);
+      mbar_init(q_empty(b), 128 * T::kConsumers);  // every consumer thread (release_q)
+    }
     for (int s = 0; s < kStages; ++s) {
       mbar_init(k_full(s), 1);
       mbar_init(v_full(s), 1);
@@ -236,15 +260,17 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         // Q's box: kM rows of one head, or (packed) kM >> lp positions x the group's heads.
         const int q_head = packed ? pl.th << lp : pl.th;
         const int q_row = int(sq.q_start + (pl.m0 >> lp));
-        // Q of the previous tile is free once both consumers' last Q·Kᵀ of it is done.
-        if (round > 0) mbar_wait(q_empty, uint32_t((round - 1) & 1));
+        // The buffer is free once the consumers are done with the Q of round - kQB: its last
+        // Q·Kᵀ (one buffer), or its epilogue's store out of it (two).
+        const int qb = round % kQB;
+        if (round >= kQB) mbar_wait(q_empty(qb), uint32_t((round / kQB - 1) & 1));
         ++round;
-        *tile_slot = tile;
-        mbar_arrive_expect_tx(q_full, uint32_t(T::kQBytes));
+        *tile_slot(qb) = tile;
+        mbar_arrive_expect_tx(q_full(qb), uint32_t(T::kQBytes));
 #pragma unroll
         for (int blk = 0; blk < T::QTile::kBlocks; ++blk)
-          tma_load_4d(sQ + uint32_t(blk * kM) * kSw128RowBytes, &maps.q, blk * kBoxCols, q_head,
-                      q_row, bm, q_full);
+          tma_load_4d(sQ(qb) + uint32_t(blk * kM) * kSw128RowBytes, &maps.q, blk * kBoxCols, q_head,
+                      q_row, bm, q_full(qb));
         for (int it = kt.begin; it < kt.end; ++it, ++kv) {
           const int key_row = int(sq.k_start) + it * kN;
           const int s = kv % kStages;
@@ -264,9 +290,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         }
       }
       // No more tiles: announced once the consumers have read the last one.
-      if (round > 0) mbar_wait(q_empty, uint32_t((round - 1) & 1));
-      *tile_slot = -1;
-      mbar_arrive(q_full);
+      const int qb = round % kQB;
+      if (round >= kQB) mbar_wait(q_empty(qb), uint32_t((round / kQB - 1) & 1));
+      *tile_slot(qb) = -1;
+      mbar_arrive(q_full(qb));
     }
     return;
   }
@@ -275,7 +302,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // r0, r0 + 8.
   setmaxnreg_inc<T::kConsumerRegs>();
   const int c = wg - 1, g = lane / 4, t = lane % 4;
-  const uint32_t sQc = sQ + uint32_t(T::kWgRows * c) * kSw128RowBytes;  // this warpgroup's Q rows
   const int d = int(p.head_dim);
   // Scores to logits: softcap and ALiBi, when on, turn the scaled score into the logit in the
   // softmax's step (core/mask.h's Logit); P = 2^(x c - m c) over this thread's values x, with c
@@ -321,9 +347,16 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   FwdDropout dr{};
   // The next work tile as the producer announces it (-1: none left); its Q has then landed.
   auto announced = [&] {
-    mbar_wait(q_full, uint32_t(round & 1));
-    return *tile_slot;
+    mbar_wait(q_full(round % kQB), uint32_t((round / kQB) & 1));
+    return *tile_slot(round % kQB);
   };
+  // The current tile's Q buffer is (round - 1) % kQB once `enter`ed. With two buffers, each
+  // warpgroup's thread 0 (`issuer`: the one that issues its TMA stores) releases a tile's buffer
+  // only in the next tile, once its store (if it made one) has read it.
+  auto cur_qb = [&] { return (round - 1) % kQB; };
+  const bool issuer = warp == 0 && lane == 0;
+  // This warpgroup's Q rows in the current tile's buffer (`enter`ed: round counts it).
+  auto sQc = [&] { return sQ(cur_qb()) + uint32_t(T::kWgRows * c) * kSw128RowBytes; };
   // O: set by a tile's first P·V (its first k-step does not accumulate); a tile without key
   // tiles stores zeros without reading it. (Keep every accumulator of an in-flight wgmma free of
   // other instructions' definitions and reads: ptxas otherwise serializes every wgmma of the
@@ -340,6 +373,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     n_tiles = kt.end - kt.begin;
     const int64_t len_k = pl.sq.len_k, wg_row0 = pl.m0 + T::kWgRows * c;
     const int64_t wg_pos0 = wg_row0 >> lp;
+
     um = unmasked_key_tiles(vis, wg_pos0, ((wg_row0 + T::kWgRows - 1) >> lp) - wg_pos0 + 1, len_k, kN);
     r0 = int(wg_row0) + 16 * warp + g;
 #pragma unroll
@@ -375,7 +409,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks)
-      wgmma_ss<Tag, kN>(sc, kmajor_sw128_desc(sQc, kM, 16 * ks),
+      wgmma_ss<Tag, kN>(sc, kmajor_sw128_desc(sQc(), kM, 16 * ks),
                         kmajor_sw128_desc(sK(stage(it)), kN, 16 * ks), ks > 0);
     wgmma_commit();
     wgmma_acc_fence(sc);
@@ -402,10 +436,23 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // arrives, each after its own read of the slot: a lane-0 arrival after __syncwarp orders the
   // other lanes' reads too, but racecheck does not see that order, and it costs one arrival a
   // thread a work tile.
-  auto release_q = [&] { mbar_arrive(q_empty); };
+  // One Q buffer: at the tile's last Q·Kᵀ (the producer loads the next tile's Q under this one's
+  // tail); two: after the epilogue's stores from it.
+  auto release_q = [&] { mbar_arrive(q_empty(cur_qb())); };
   auto release_k = [&](int it) {
     arrive(k_empty(stage(it)));
-    if (it == n_tiles - 1) release_q();
+    if (!kQ2 && it == n_tiles - 1) release_q();
+  };
+  // The previous tile's Q buffer back to the producer (the issuer's arrival; the others' came
+  // with the epilogue), once its TMA store, if any, has read it: under the next tile's first
+  // Q·Kᵀ, where the wait costs nothing.
+  auto finish_store = [&] {
+    if constexpr (kQ2) {
+      if (issuer && round >= 2) {
+        tma_store_wait_read<0>();
+        mbar_arrive(q_empty(round % kQB));  // the previous tile's buffer
+      }
+    }
   };
   auto release_v = [&](int it) { arrive(v_empty(stage(it))); };
   // Tile it's scores to P: the logits (softcap / ALiBi) or the prescale, the mask as -inf (keys
@@ -495,32 +542,72 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     for (int kk = 0; kk < kN / 16; ++kk)
       pack_a<Tag>(frag4(sc, 2 * kk), frag4(sc, 2 * kk + 1), pf[kk]);
   };
-  // Epilogue: the row sums over the quad, O / l, LSE; stores straight from the registers (two
-  // 16-bit values a store; rows past the sequence's len_q and columns past head_dim are not
-  // written).
+  // Epilogue: the row sums over the quad, O / l, LSE; O to out through shared memory and a TMA
+  // store (o_tma_tile), or straight from the registers (two 16-bit values a store; rows past the
+  // sequence's len_q and columns past head_dim are not written). A row that saw no key (or a
+  // tile without key tiles, whose O no P·V set) is 0.
   auto epilogue = [&] {
+    float inv[2];
+    bool seen[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float sum = l[r];
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      float inv = sum > 0.f ? 1.f / sum : 0.f;
-      if constexpr (T::kDropout) inv *= dr.drop.keep_scale;  // kept P's 1 / (1 - p)
-      if (pos[r] < len_q) {
-        uint16_t* out = p.out.at<uint16_t>(b, q_start + pos[r], head[r]);
-#pragma unroll
-        for (int j = 0; j < kD / 8; ++j) {
-          const int col = 8 * j + 2 * t;
-          // A row that saw no key (or a tile without key tiles, whose O no P·V set) is 0.
-          if (col < d)
-            *reinterpret_cast<uint32_t*>(out + col) =
-                sum > 0.f ? pack2<Tag>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv) : 0u;
-        }
-        if (t == 0 && p.lse.data != nullptr)
-          p.lse.at(b, head[r], q_start + pos[r]) =
-              sum > 0.f ? (mx[r] * c_log2 + log2f(sum)) * kLn2 : -INFINITY;
-      }
+      seen[r] = sum > 0.f;
+      inv[r] = seen[r] ? 1.f / sum : 0.f;
+      if constexpr (T::kDropout) inv[r] *= dr.drop.keep_scale;  // kept P's 1 / (1 - p)
+      if (t == 0 && p.lse.data != nullptr && pos[r] < len_q)
+        p.lse.at(b, head[r], q_start + pos[r]) =
+            seen[r] ? (mx[r] * c_log2 + log2f(sum)) * kLn2 : -INFINITY;
     }
+    auto out2 = [&](int j, int r) {  // columns 8 j + 2 t, + 1 of row r0 + 8 r
+      return seen[r] ? pack2<Tag>(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]) : 0u;
+    };
+    // A fixed-length batch's map ends where the sequence does (TMA drops the rows past it); a
+    // packed batch's runs on into the next sequence, so its last tile of a sequence is stored
+    // from the registers, as is a warpgroup whose rows all lie past the sequence's end.
+    const int wg_row0 = r0 - 16 * warp - g, len_rows = len_q << lp;
+    const bool staged = kQ2 && maps.o_tma != 0 && wg_row0 < len_rows &&
+                        (!p.varlen() || wg_row0 + T::kWgRows <= len_rows);
+    if (staged) {
+      // This warpgroup's Q rows are dead (its Q·Kᵀ are done; the other warpgroups read their
+      // own): O goes there in Q's swizzled layout (tile/swizzle.h), two 16-bit values a store as
+      // to global memory (a warp's store: 8 rows x 16 bytes in 8 distinct bank groups). The
+      // addresses come from a lane read here (lane_id_here): hoisted out of the tile loop, they
+      // held registers the main loop then spilled (ptxas: 8 -> 160 bytes at d 128), as packing
+      // ahead of stmatrix's 16 x 16 blocks did (8 -> 32).
+      const int ln = lane_id_here(), lg = ln / 4, lt = ln % 4;
+      unsigned char* const staging = smem + cur_qb() * T::kQBytes +
+                                     (T::kWgRows * c + 16 * warp + lg) * kSw128RowBytes + 4 * lt;
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int j = 0; j < kD / 8; ++j)  // column block j / 8, chunk (j % 8) ^ (row % 8 = lg)
+          *reinterpret_cast<uint32_t*>(staging + (j / 8) * kM * kSw128RowBytes +
+                                       8 * r * kSw128RowBytes + ((j % 8) ^ lg) * 16) = out2(j, r);
+      fence_proxy_async_shared();  // the writes, to the bulk copy's proxy
+      named_barrier_sync(epilogue_barrier(c), T::kWgThreads);
+      if (issuer) {
+#pragma unroll
+        for (int blk = 0; blk < T::QTile::kBlocks; ++blk)
+          tma_store_4d(&maps.o, sQc() + uint32_t(blk * kM) * kSw128RowBytes, blk * kBoxCols,
+                       packed ? h << lp : h, int(q_start) + (wg_row0 >> lp), map_batch(b));
+        tma_store_commit();
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        if (pos[r] < len_q) {
+          uint16_t* out = p.out.at<uint16_t>(b, q_start + pos[r], head[r]);
+#pragma unroll
+          for (int j = 0; j < kD / 8; ++j) {
+            const int col = 8 * j + 2 * t;
+            if (col < d) *reinterpret_cast<uint32_t*>(out + col) = out2(j, r);
+          }
+        }
+    }
+    if (kQ2 && !issuer) release_q();
   };
 
   if constexpr (T::kSchedule == Schedule::kSerial) {
@@ -529,9 +616,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       float sc[kN / 2], alpha[2];
       uint32_t pf[kN / 16][4];
       enter(tile);
-      if (n_tiles == 0) release_q();  // rows that see no key: Q was loaded and is not read
+      if (n_tiles == 0) {
+        finish_store();
+        if (!kQ2) release_q();  // rows that see no key: Q was loaded and is not read
+      }
       for (int it = 0; it < n_tiles; ++it) {
         issue_qk(it, sc);
+        if (it == 0) finish_store();
         wgmma_wait<0>();
         wgmma_acc_fence(sc);
         release_k(it);
@@ -556,11 +647,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       uint32_t pf[kN / 16][4];
       enter(tile);
       if (n_tiles == 0) {
-        release_q();  // rows that see no key: Q was loaded and is not read
+        finish_store();
+        if (!kQ2) release_q();  // rows that see no key: Q was loaded and is not read
       } else {
         turn_begin();
         issue_qk(0, sc);
         turn_end();
+        finish_store();
         wgmma_wait<0>();
         wgmma_acc_fence(sc);
         release_k(0);
@@ -594,6 +687,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       kv0 += n_tiles;
     }
   }
+  // The last tile's store: done before the block exits (its shared memory with it).
+  if constexpr (kQ2)
+    if (issuer) tma_store_wait<0>();
   // The last warpgroup's last hand-over.
   if constexpr (kPing)
     if (c == 0) named_barrier_sync(NamedBarrier::kPingPong0, 2 * T::kWgThreads);

@@ -90,6 +90,14 @@ void launch(const Params& p, const Context& ctx, void* ws, size_t ws_bytes, cuda
       !encode_row_tiles(p.k, e.batch, e.rows_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.k) ||
       !encode_row_tiles(p.v, e.batch, e.rows_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.v))
     fail(FA_ERROR_UNSUPPORTED, "the sm90 forward's tensor maps could not be encoded for these views");
+  // out's map for the TMA-store epilogue (boxes of one consumer warpgroup's rows), where the
+  // kernel stages O and the view allows; else the kernel stores from registers.
+  maps.o_tma = T::kQBuffers == 2 && ctx.tuning.sm90_fwd_tma_store &&
+                       row_tiles_encodable(p.out, e.batch, e.rows_q, p.heads_q, p.head_dim) &&
+                       encode_row_tiles(p.out, e.batch, e.rows_q, p.heads_q, p.head_dim,
+                                        T::kWgRows / pack, &maps.o, pack)
+                   ? 1
+                   : 0;
   static std::atomic<uint64_t> opted_in{0};
   cudaError_t err = opt_in_smem(reinterpret_cast<const void*>(sm90::fwd_kernel<T>), T::kSmemBytes,
                                 p.device.index, opted_in);
