@@ -39,9 +39,10 @@
 // Q buffers of the sm90 forward (compile-time): 1 (the default): the next work tile's Q is loaded
 // once this tile's last Q·Kᵀ is done, and O is stored from registers; 2 (where shared memory
 // holds two: d 64, d 128) loads the next tile's Q a tile ahead and stages O in the finished
-// tile's buffer for a TMA store. Measured on the H200 (docs/performance-log.md, twenty-third
-// session): 2 is +3-5% at d 128 s 1k but -5 to -8% from 4k (ptxas spills 28-36 bytes a
-// kernel instead of 8), so it stays an opt-in until its registers are back.
+// tile's buffer for a TMA store. Measured on the H200 at 8497e7e (docs/performance-log.md,
+// twenty-third session): +2% / +5% at d 128 s 1k, but -4 to -9% from 4k, which the SASS put
+// on an epilogue barrier that cost the kernel its uniform datapath; 904622e moved it (the main
+// loop's SASS now as with one buffer), not yet measured: an opt-in until it is.
 #ifndef FA_TUNING_SM90_FWD_Q_BUFFERS
 #define FA_TUNING_SM90_FWD_Q_BUFFERS 1
 #endif
