@@ -94,6 +94,9 @@ constexpr bool register_split_fits(int producer, int consumers, int consumer) {
   return 128 * producer + consumers * 128 * consumer <= 128 * (1 + consumers) * launch_registers(128 * (1 + consumers));
 }
 
+// The shared memory a block may opt in to on sm90 (227 KB: the H100's and H200's limit).
+constexpr int kSm90SmemPerBlock = 232448;
+
 // This thread's ordinary shared-memory stores, ordered before later reads by the async proxy (the
 // copy engine's TMA stores, wgmma's operand reads). Each writing thread, before the barrier.
 __device__ __forceinline__ void fence_proxy_async_shared() {

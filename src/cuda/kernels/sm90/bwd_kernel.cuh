@@ -124,7 +124,7 @@ struct BwdTraits {
   static constexpr int kSmemBytes = kBarOffset + 8 * (1 + 2 * kStages);
   static_assert(kKvBytes % 1024 == 0 && kQBytes % 1024 == 0 && kDsBytes % 1024 == 0,
                 "tiles on 1024-byte boundaries (the 128-byte swizzle's atoms)");
-  static_assert(kSmemBytes <= 232448, "the H200's shared memory a block (227 KB)");
+  static_assert(kSmemBytes <= kSm90SmemPerBlock, "the H200's shared memory a block (227 KB)");
 };
 
 // The TMA maps of q, dout (boxes of 64 columns x kBlockM rows of one head) and k, v (64 columns

@@ -97,9 +97,12 @@ struct FwdTraits {
   // 48 KB; d 128: 64 KB beside 128 KB; not d 256: 128 KB beside 128 KB): the next work tile's Q
   // then lands a tile ahead instead of after this tile's last Q·Kᵀ, and the finished tile's
   // buffer, which is O's size, stages the TMA-store epilogue.
+  static constexpr int smem_bytes(int q_buffers) {  // the layout below, for q_buffers
+    return q_buffers * kQBytes + 2 * kStages * kKvBytes + 8 * (2 * q_buffers + 4 * kStages) +
+           8 * q_buffers;
+  }
   static constexpr int kQBuffers =
-      FA_TUNING_SM90_FWD_Q_BUFFERS >= 2 && 2 * kQBytes + 2 * kStages * kKvBytes + 256 <= 232448 ? 2
-                                                                                               : 1;
+      FA_TUNING_SM90_FWD_Q_BUFFERS >= 2 && smem_bytes(2) <= kSm90SmemPerBlock ? 2 : 1;
   // Dropout kernels (instantiated under ping-pong only): the Philox keep-mask of P, whole 32-key
   // blocks a key tile (cuda/tile/dropout.cuh).
   static constexpr bool kDropout = kDropout_;
@@ -122,7 +125,8 @@ struct FwdTraits {
   // each work tile (tile number, or -1: no more).
   static constexpr int kSlotOffset = kBarOffset + 8 * (2 * kQBuffers + 4 * kStages);
   static constexpr int kSmemBytes = kSlotOffset + 8 * kQBuffers;
-  static_assert(kSmemBytes <= 232448, "the H200's shared memory a block (227 KB)");
+  static_assert(kSmemBytes == smem_bytes(kQBuffers), "smem_bytes follows the layout");
+  static_assert(kSmemBytes <= kSm90SmemPerBlock, "the H200's shared memory a block (227 KB)");
   static_assert(kQBytes % 1024 == 0 && kKvBytes % 1024 == 0, "tiles on 1024-byte boundaries");
 };
 
@@ -543,7 +547,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       pack_a<Tag>(frag4(sc, 2 * kk), frag4(sc, 2 * kk + 1), pf[kk]);
   };
   // Epilogue: the row sums over the quad, O / l, LSE; O to out through shared memory and a TMA
-  // store (o_tma_tile), or straight from the registers (two 16-bit values a store; rows past the
+  // store (`staged`), or straight from the registers (two 16-bit values a store; rows past the
   // sequence's len_q and columns past head_dim are not written). A row that saw no key (or a
   // tile without key tiles, whose O no P·V set) is 0.
   auto epilogue = [&] {
@@ -572,20 +576,21 @@ __global__ void __launch_bounds__(T::kThreads, 1)
                         (!p.varlen() || wg_row0 + T::kWgRows <= len_rows);
     if (staged) {
       // This warpgroup's Q rows are dead (its Q·Kᵀ are done; the other warpgroups read their
-      // own): O goes there in Q's swizzled layout (tile/swizzle.h), two 16-bit values a store as
-      // to global memory (a warp's store: 8 rows x 16 bytes in 8 distinct bank groups). The
-      // addresses come from a lane read here (lane_id_here): hoisted out of the tile loop, they
-      // held registers the main loop then spilled (ptxas: 8 -> 160 bytes at d 128), as packing
-      // ahead of stmatrix's 16 x 16 blocks did (8 -> 32).
-      const int ln = lane_id_here(), lg = ln / 4, lt = ln % 4;
-      unsigned char* const staging = smem + cur_qb() * T::kQBytes +
-                                     (T::kWgRows * c + 16 * warp + lg) * kSw128RowBytes + 4 * lt;
+      // own): O goes there in Q's swizzled layout, two 16-bit values a store as to global
+      // memory (a warp's store: 8 rows x 16 bytes in 8 distinct bank groups). The lane comes
+      // from a read here (lane_id_here): addresses from the kernel's g / t were hoisted out of
+      // the tile loop and held registers the main loop then spilled (ptxas: 8 -> 160 bytes at d
+      // 128). stmatrix would spill 20 bytes where these stores spill 12.
+      const int ln = lane_id_here();
+      unsigned char* const staging =
+          smem + cur_qb() * T::kQBytes + T::kWgRows * c * kSw128RowBytes;
 #pragma unroll
       for (int r = 0; r < 2; ++r)
 #pragma unroll
-        for (int j = 0; j < kD / 8; ++j)  // column block j / 8, chunk (j % 8) ^ (row % 8 = lg)
-          *reinterpret_cast<uint32_t*>(staging + (j / 8) * kM * kSw128RowBytes +
-                                       8 * r * kSw128RowBytes + ((j % 8) ^ lg) * 16) = out2(j, r);
+        for (int j = 0; j < kD / 8; ++j)
+          *reinterpret_cast<uint32_t*>(
+              staging + 2 * T::QTile::offset(16 * warp + ln / 4 + 8 * r, 8 * j + 2 * (ln % 4))) =
+              out2(j, r);
       fence_proxy_async_shared();  // the writes, to the bulk copy's proxy
     } else {
 #pragma unroll

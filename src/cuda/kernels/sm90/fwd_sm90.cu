@@ -93,11 +93,8 @@ void launch(const Params& p, const Context& ctx, void* ws, size_t ws_bytes, cuda
   // out's map for the TMA-store epilogue (boxes of one consumer warpgroup's rows), where the
   // kernel stages O and the view allows; else the kernel stores from registers.
   maps.o_tma = T::kQBuffers == 2 && ctx.tuning.sm90_fwd_tma_store &&
-                       row_tiles_encodable(p.out, e.batch, e.rows_q, p.heads_q, p.head_dim) &&
-                       encode_row_tiles(p.out, e.batch, e.rows_q, p.heads_q, p.head_dim,
-                                        T::kWgRows / pack, &maps.o, pack)
-                   ? 1
-                   : 0;
+               encode_row_tiles(p.out, e.batch, e.rows_q, p.heads_q, p.head_dim, T::kWgRows / pack,
+                                &maps.o, pack);
   static std::atomic<uint64_t> opted_in{0};
   cudaError_t err = opt_in_smem(reinterpret_cast<const void*>(sm90::fwd_kernel<T>), T::kSmemBytes,
                                 p.device.index, opted_in);
