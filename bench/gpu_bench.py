@@ -11,6 +11,9 @@ Backends (--backends, comma-separated; flashattn is always one of them):
   torch-cudnn      SDPA with CUDNN_ATTENTION
   torch-efficient  SDPA with EFFICIENT_ATTENTION (memory-efficient)
   torch-math       SDPA with MATH (materialising)
+  torch-flex       FlexAttention (torch.nn.attention.flex_attention under torch.compile; a causal
+                   cell passes a block mask built once outside the timing); forward only, and
+                   each new shape compiles on its first call, outside the timing
 Default: flashattn, torch-fa2, torch-cudnn, and flashattn-det for the backward (--no-det drops
 it). A backend that cannot run a cell (refused, out of memory, or vanilla / torch-math past
 --math-max-seqlen) is left out of that cell and named, with the reason, in the record's
@@ -73,11 +76,13 @@ from round_order import round_orders  # noqa: E402
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 TORCH = {"torch-fa2": SDPBackend.FLASH_ATTENTION, "torch-cudnn": SDPBackend.CUDNN_ATTENTION,
          "torch-efficient": SDPBackend.EFFICIENT_ATTENTION, "torch-math": SDPBackend.MATH}
+FLEX = "torch-flex"
+PYTORCH = (*TORCH, FLEX)  # PyTorch's backends: everything not ours
 OURS = ("flashattn", "flashattn-det", "vanilla")
 FA_BACKEND_VANILLA = 3  # include/flashattn/flashattn.h, fa_backend
 # The order every cell builds and lists its backends in (a --lib-variant's right after
 # flashattn): the round design is over this order, so a subset keeps the default's.
-ORDER = ("flashattn", "flashattn-det", "vanilla", *TORCH)
+ORDER = ("flashattn", "flashattn-det", "vanilla", *PYTORCH)
 MATERIALISING = ("vanilla", "torch-math")  # their memory grows with s^2: --math-max-seqlen
 # --dropout: every backend drops with this probability (ours with a fixed seed, SDPA with torch's
 # generator), so the spot checks against FA2 are skipped (different masks).
@@ -88,6 +93,22 @@ DROPOUT = 0.0
 # the library reads no environment.)
 VARIANTS = []
 VARIANT_LIBS = {}
+
+
+_FLEX_FN = []
+
+
+def flex_fn():
+    """flex_attention under torch.compile, made once: every cell's shape is a recompile of the
+    same function, so dynamo's per-function limit (8 by default, after which it falls back to
+    an unfused eager path) is raised to more than the grid's cells."""
+    if not _FLEX_FN:
+        from torch.nn.attention.flex_attention import flex_attention
+        for knob in ("recompile_limit", "cache_size_limit"):
+            if hasattr(torch._dynamo.config, knob):
+                setattr(torch._dynamo.config, knob, 256)
+        _FLEX_FN.append(torch.compile(flex_attention, dynamic=False))
+    return _FLEX_FN[0]
 
 
 def our_call(lib, p, stream, backward, keep=None, ws=None):
@@ -200,7 +221,22 @@ class Cell:
                     o, (st["q"], st["k"], st["v"]), g, retain_graph=True))
         return out
 
+    def flex_calls(self, sets):
+        """One FlexAttention call per input set, on the same (b, h, s, d) views SDPA gets; a
+        causal cell's block mask is built here, outside the timing."""
+        if self.backward:
+            raise RuntimeError("torch-flex is timed in the forward only")
+        from torch.nn.attention.flex_attention import create_block_mask
+        fn, mask = flex_fn(), None
+        if self.causal:
+            s = sets[0]["q"].shape[1]
+            mask = create_block_mask(lambda b, h, q, k: q >= k, None, None, s, s, device="cuda")
+        return [lambda st=st: fn(*(st[n].transpose(1, 2) for n in ("q", "k", "v")),
+                                 block_mask=mask) for st in sets]
+
     def calls(self, backend, sets):
+        if backend == FLEX:
+            return self.flex_calls(sets)
         if backend in TORCH:
             return self.torch_calls(backend, sets)
         return self.ours(backend, sets)
@@ -219,7 +255,7 @@ class Cell:
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
         st = {n: self.sets[0][n] for n in ("q", "k", "v", "dout") if n in self.sets[0]}
-        if backend not in TORCH:
+        if backend not in PYTORCH:
             self.outputs(st)
             if self.backward:
                 our_call(self.lib, params(self.lib, st, "flashattn", self.causal), self.stream,
@@ -265,7 +301,7 @@ def run_cell(cell, backends, rounds, repeats, det, memory, skip):
             if memory:
                 peaks[n] = cell.peak_bytes(n)
             fns[n] = cell.calls(n, cell.sets)
-            if n not in TORCH:
+            if n not in PYTORCH:
                 families[n] = cell.family(n)
             if not required and not (n == "torch-fa2" and not cell.backward):
                 with cell.context(n):
@@ -286,7 +322,7 @@ def run_cell(cell, backends, rounds, repeats, det, memory, skip):
     # correctness spot check against PyTorch's FlashAttention-2 on the same inputs; flashattn
     # last, so that out (dq, dk, dv) end as its own
     errs = {}
-    for n in sorted((n for n in fns if n not in TORCH), key=lambda n: n == "flashattn"):
+    for n in sorted((n for n in fns if n not in PYTORCH), key=lambda n: n == "flashattn"):
         if ref is not None and not DROPOUT:
             fns[n][0]()
             st = cell.sets[0]
@@ -303,7 +339,8 @@ def kernel_field(families, backend):
     return {"kernel": families[backend]} if backend in families else {}
 
 
-SHORT = {"vanilla": "vanilla", "torch-efficient": "effic", "torch-math": "math"}
+SHORT = {"vanilla": "vanilla", "torch-efficient": "effic", "torch-math": "math",
+         FLEX: "flex"}
 
 
 def table(rows, memory):
@@ -372,6 +409,8 @@ def parse_backends(ap, args):
         ap.error("--backends must include flashattn (the ratios are ours over the baselines)")
     if "flashattn-det" in wanted and args.op == "fwd":
         ap.error("--backends: flashattn-det is a backward mode (--op bwd)")
+    if FLEX in wanted and args.op == "bwd":
+        ap.error(f"--backends: {FLEX} is timed in the forward only")
     if args.no_det:
         wanted = [n for n in wanted if n != "flashattn-det"]
     return [n for n in ORDER if n in wanted]

@@ -158,7 +158,8 @@ class GpuSm90 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuSm90, ForwardMatchesReferenceAndRanSm90) {
   std::string why;
-  if (skip_without_sm90(&why)) GTEST_SKIP() << why;
+  if (skip_without_sm90(&why) || skip_head_dim_not_built(GetParam().head_dim, &why))
+    GTEST_SKIP() << why;
   ASSERT_TRUE(why.empty()) << why;
   // Persistent, the dynamic scheduler (1) and the static walk (2), under every schedule; one
   // block a tile (0) under the default one; GQA packing (where the call qualifies) on, and off

@@ -36,15 +36,14 @@
 // Keys a tile of the sm90 forward at d 64 (compile-time, as above): 128, or 192 for the ablation
 // (FlashAttention-3's d 64 tile without a causal mask: a third more keys a tile for each Q·Kᵀ's
 // fixed costs, the softmax's exponentials unchanged per key).
-// Q buffers of the sm90 forward (compile-time): 1 (the default): the next work tile's Q is loaded
-// once this tile's last Q·Kᵀ is done, and O is stored from registers; 2 (where shared memory
-// holds two: d 64, d 128) loads the next tile's Q a tile ahead and stages O in the finished
-// tile's buffer for a TMA store. Measured on the H200 at 8497e7e (docs/performance-log.md,
-// twenty-third session): +2% / +5% at d 128 s 1k, but -4 to -9% from 4k, which the SASS put
-// on an epilogue barrier that cost the kernel its uniform datapath; 904622e moved it (the main
-// loop's SASS now as with one buffer), not yet measured: an opt-in until it is.
+// Q buffers of the sm90 forward (compile-time): 2 (the default, where shared memory holds two:
+// d 64, d 128) loads the next work tile's Q a tile ahead and stages O in the finished tile's
+// buffer for a TMA store; 1 (the ablation, and d 256 always) loads the next tile's Q once this
+// tile's last Q·Kᵀ is done and stores O from registers. Measured on the H200 at 72ae3f7, one
+// run against one buffer (docs/performance-log.md, twenty-fourth session): +2 to +8% at s 1k,
+// -1 to +2% from 4k except d 128 causal 4k (+4%).
 #ifndef FA_TUNING_SM90_FWD_Q_BUFFERS
-#define FA_TUNING_SM90_FWD_Q_BUFFERS 1
+#define FA_TUNING_SM90_FWD_Q_BUFFERS 2
 #endif
 #ifndef FA_TUNING_SM90_FWD_TMA_STORE
 #define FA_TUNING_SM90_FWD_TMA_STORE 1

@@ -279,6 +279,9 @@ check(all(r["max_abs_diff_vs_torch_fa2"] is not None for r in rec["rows"]
           if r["backend"].startswith("flashattn")), "fwd --lib-variant: a build not checked")
 check("[other]" in table, "fwd --lib-variant: not in the table")
 
+# FlexAttention is timed in the forward only: asked for with the backward, refused
+run_fails(grid + ["--op", "bwd", "--backends", "flashattn,torch-flex"], "bwd torch-flex")
+
 # the environment variants are gone (the library reads no environment): refused
 run_fails(grid + ["--op", "bwd", "--variant", "FA_TEST_VAR=1"], "--variant")
 

@@ -14,10 +14,10 @@
 //                64 query rows each (one wgmma m64 row block), the whole key
 //                range of the tile: S (64 x kBlockN, fp32 registers), softmax, P (bf16 / fp16
 //                registers), O (64 x d, fp32 registers); the epilogue stores O straight from
-//                the registers or, with two Q buffers (FA_TUNING_SM90_FWD_Q_BUFFERS=2, an
-//                opt-in: core/tuning.h says why), stages it in the finished tile's Q buffer
-//                for a TMA store that one thread issues and waits for under the next tile's
-//                first Q·Kᵀ (direct stores where TMA cannot serve).
+//                the registers or, with two Q buffers (FA_TUNING_SM90_FWD_Q_BUFFERS, 2 the
+//                default where they fit: core/tuning.h), stages it in the finished tile's Q
+//                buffer for a TMA store that one thread issues and waits for under the next
+//                tile's first Q·Kᵀ (direct stores where TMA cannot serve).
 //
 // Shared memory: kQBuffers x Q [kBlockM x d], kStages x (K, V) [kBlockN x d], all in the 128-byte swizzled
 // 64-column blocks of tile/swizzle.h that TMA's SWIZZLE_128B writes and wgmma's descriptors
