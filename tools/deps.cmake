@@ -1,5 +1,6 @@
-# The libraries of the tools and benchmarks (fa-demo, fa-bench, fa-cpu-bench), never of the
-# library itself: CLI11 (command lines), {fmt} (formatting, tables) and nlohmann-json (records).
+# The libraries of the tools and benchmarks (fa-demo, fa-bench, fa-cpu-bench, fa-onnx-fuse),
+# never of the library itself: CLI11 (command lines), {fmt} (formatting, tables) and nlohmann-json
+# (records).
 # Debian's packages (libcli11-dev, libfmt-dev, nlohmann-json3-dev; scripts/setup.sh installs them)
 # are found through their CMake packages. A machine without them (the GPU machine) can carry
 # copies of the headers in .deps/ (git-ignored), or name them with FA_*_INCLUDE_DIR:
@@ -54,7 +55,7 @@ endif()
 
 if(fa_tool_missing)
   string(REPLACE ";" ", " fa_tool_missing "${fa_tool_missing}")
-  message(WARNING "flashattn: ${fa_tool_missing} not found - fa-demo, fa-bench and fa-cpu-bench "
+  message(WARNING "flashattn: ${fa_tool_missing} not found - fa-demo, fa-bench, fa-cpu-bench and fa-onnx-fuse "
                   "are not built (run scripts/setup.sh, or see tools/deps.cmake)")
   return()
 endif()

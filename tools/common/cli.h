@@ -1,10 +1,12 @@
-// Command lines of the tools (fa-bench, fa-demo, fa-cpu-bench), on CLI11:
+// Command lines of the tools (fa-bench, fa-demo, fa-cpu-bench, fa-onnx-fuse), on CLI11:
 //   - validators whose errors say what was expected and what was given ("--heads: must be >= 1,
 //     got 0", "--seqlen: 'abc' is not an integer") instead of CLI11's range text;
 //   - --help laid out as a man page (NAME, SYNOPSIS, DESCRIPTION, COMMANDS, OPTIONS and the
 //     program's own sections);
 //   - parse(): usage errors print "PROGRAM: message" and a pointer to --help, and exit with 2.
 #pragma once
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -88,6 +90,19 @@ inline CLI::Validator one_of(std::vector<std::string> choices) {
       "");
 }
 
+// A path written at the end: its directory must exist and be writable now, so that a long run
+// never ends in an unwritable file.
+inline CLI::Validator writable() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        const size_t slash = path.find_last_of('/');
+        const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+        if (access(dir.c_str(), W_OK) != 0) return fmt::format("directory '{}' is not writable", dir);
+        return "";
+      },
+      "");
+}
+
 // The sections of a --help page that CLI11 does not hold. The description is wrapped (a line
 // that starts with a space is kept as it is); the other sections are titled and indented.
 struct ManPage {
@@ -105,8 +120,11 @@ class ManFormatter : public CLI::FormatterBase {
     const auto page = pages_.find(name);
     std::string out = "NAME\n" + wrap(name + " - " + app->get_description(), kText) + "\n";
     const auto subs = app->get_subcommands([](const CLI::App*) { return true; });
+    std::string positionals;  // after the options, as man pages write them
+    for (const CLI::Option* opt : app->get_options())
+      if (opt->get_positional() && !opt->get_group().empty()) positionals += " " + opt->get_name(true);
     out += "SYNOPSIS\n" + std::string(kText, ' ') + name + (subs.empty() ? "" : " COMMAND") +
-           " [OPTIONS]\n\n";
+           " [OPTIONS]" + positionals + "\n\n";
     if (page != pages_.end() && !page->second.description.empty())
       out += "DESCRIPTION\n" + wrap(page->second.description, kText) + "\n";
     if (!subs.empty()) {

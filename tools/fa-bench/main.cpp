@@ -119,19 +119,6 @@ std::map<std::string, fatools::ManPage> man_pages() {
   };
 }
 
-// A path written at the end: its directory must exist now, so that a long run never ends in an
-// unwritable file.
-CLI::Validator writable() {
-  return CLI::Validator(
-      [](std::string& path) -> std::string {
-        const size_t slash = path.find_last_of('/');
-        const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
-        if (access(dir.c_str(), W_OK) != 0) return "directory '" + dir + "' is not writable";
-        return "";
-      },
-      "");
-}
-
 template <typename T>
 std::string text(const T& v) {
   return fmt::format("{}", v);
@@ -204,10 +191,10 @@ void add_timing(DeviceDefaults& dd, CLI::App* app, Timing& t, std::string& devic
 
 void add_output(CLI::App* app, Output& o) {
   app->add_option("--json", o.json, "write the record (shared/BENCH.md schema) to this file.")
-      ->check(writable())
+      ->check(fatools::writable())
       ->type_name("PATH");
   app->add_option("--csv", o.csv, "write the rows as CSV (RFC 4180) to this file.")
-      ->check(writable())
+      ->check(fatools::writable())
       ->type_name("PATH");
   app->add_option("--commit", o.commit, "commit recorded in the JSON (default: $FA_COMMIT).")
       ->type_name("SHA");
@@ -339,7 +326,7 @@ int main(int argc, char** argv) {
                        "also print the largest seqlen whose attention memory fits this many GiB.")
       ->check(fatools::positive_number())->type_name("GIB");
   plan_cmd->add_option("--json", plan_args.json, "write the table as JSON to this file.")
-      ->check(writable())->type_name("PATH");
+      ->check(fatools::writable())->type_name("PATH");
 
   ArchArgs arch;
   std::string arch_model_name, arch_mask = "auto", arch_dtype = "auto";
@@ -376,12 +363,12 @@ int main(int argc, char** argv) {
                        "fp16 on Turing, which has no bf16 tensor cores).")
       ->check(fatools::one_of({"auto", "bf16", "fp16"}))->type_name("TYPE")->capture_default_str();
   arch_cmd->add_option("--json", arch.json, "write the support matrix and the rows as JSON.")
-      ->check(writable())->type_name("PATH");
+      ->check(fatools::writable())->type_name("PATH");
   arch_cmd->add_option("--csv", arch.csv, "write the rows as CSV (RFC 4180).")
-      ->check(writable())->type_name("PATH");
+      ->check(fatools::writable())->type_name("PATH");
   arch_cmd->add_option("--chart", arch.chart, "write an SVG bar chart of the rows' TFLOP/s "
                        "(standard and flash per pass and GPU; with --measure, this machine's too).")
-      ->check(writable())->type_name("PATH");
+      ->check(fatools::writable())->type_name("PATH");
   arch_cmd->add_flag("--measure", arch.measure, "also time the shape on this machine (one layer's "
                      "call, standard and flash, as `run` times it) and, where this machine's GPU "
                      "is one of the model's, show the model's error against it.");

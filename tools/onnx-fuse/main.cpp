@@ -1,142 +1,135 @@
 // fa-onnx-fuse: replaces the attention subgraphs of an ONNX model by FlashAttention nodes
-// (docs/onnx.md). Prints one line per subgraph: what it fused, or what it refused and why.
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <iostream>
-#include <map>
-#include <sstream>
-#include <string>
+// (docs/onnx.md). Prints one line per subgraph: what it fused, or what it refused and why; the
+// command line is CLI11's (tools/common/cli.h), the report nlohmann-json's, the text {fmt}'s.
+#include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (format.h in fmt 9, ranges.h from 11)
 
+#include <exception>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli.h"  // tools/common: validators, man-page --help, parse()
 #include "fuse.h"
 
 namespace {
 
-const char* kUsage =
-    "usage: fa-onnx-fuse INPUT.onnx -o OUTPUT.onnx [--report REPORT.json] [--no-pack-qkv] [--quiet]\n"
-    "  Replaces attention subgraphs (MatMul -> scale -> mask -> Softmax -> MatMul, and ONNX\n"
-    "  Attention nodes) by one FlashAttention node (domain flashattn) each, packs the Q/K/V\n"
-    "  projections that feed it, and reports per subgraph what it fused or refused and why.\n"
-    "  Without -o it only reports. Exit status: 0 ok, 1 bad input, 2 usage.\n";
+// Keys in the order a reader looks for them (anchor and verdict first), not sorted.
+using Json = nlohmann::ordered_json;
 
-std::string json_str(const std::string& s) {
-  std::string r = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') r += '\\', r += char(c);
-    else if (c == '\n') r += "\\n";
-    else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      r += buf;
-    } else r += char(c);
-  }
-  return r + "\"";
-}
+// Attribute values as the node carries them: enough digits to read back the same float.
+std::string num(double x) { return fmt::format("{:.9g}", x); }
 
-std::string num(double x) {
-  std::ostringstream s;
-  s.precision(9);
-  s << x;
-  return s.str();
-}
-
+// "Add, Cast x2, Concat x8": each op type once, with its count.
 std::string removed_summary(const std::vector<std::string>& ops) {
   std::map<std::string, int> count;
   for (const auto& o : ops) ++count[o];
-  std::string s;
-  for (const auto& [op, n] : count) s += (s.empty() ? "" : ", ") + op + (n > 1 ? " x" + std::to_string(n) : "");
-  return s;
+  std::vector<std::string> parts;
+  for (const auto& [op, n] : count) parts.push_back(n > 1 ? fmt::format("{} x{}", op, n) : op);
+  return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-std::string to_json(const std::string& input, const std::vector<fa_onnx::Outcome>& os) {
-  std::ostringstream j;
-  j << "{\n  \"model\": " << json_str(input) << ",\n  \"subgraphs\": [";
-  for (size_t i = 0; i < os.size(); ++i) {
-    const auto& o = os[i];
-    j << (i ? "," : "") << "\n    {\"anchor\": " << json_str(o.anchor) << ", \"pattern\": " << json_str(o.pattern)
-      << ", \"fused\": " << (o.fused ? "true" : "false");
+Json report_json(const std::string& input, const std::vector<fa_onnx::Outcome>& outcomes) {
+  Json subgraphs = Json::array();
+  for (const auto& o : outcomes) {
+    Json s = {{"anchor", o.anchor}, {"pattern", o.pattern}, {"fused", o.fused}};
     if (!o.fused) {
-      j << ", \"reason\": " << json_str(o.reason) << "}";
+      s["reason"] = o.reason;
+    } else {
+      s.update({{"node", o.node}, {"layout", o.layout}, {"dtype", o.dtype}, {"causal", o.causal},
+                {"window_left", o.window_left}, {"window_right", o.window_right},
+                {"softcap", o.softcap}, {"scale", o.scale}, {"num_heads", o.num_heads},
+                {"num_kv_heads", o.num_kv_heads}, {"head_dim", o.head_dim},
+                {"packing", o.packing}, {"removed_ops", o.removed_ops}});
+    }
+    subgraphs.push_back(std::move(s));
+  }
+  return {{"model", input}, {"subgraphs", std::move(subgraphs)}};
+}
+
+void print_outcomes(const std::string& input, const std::vector<fa_onnx::Outcome>& outcomes) {
+  size_t fused = 0;
+  for (const auto& o : outcomes) fused += o.fused;
+  fmt::print("fa-onnx-fuse: {}: {} attention subgraph(s), {} fused, {} refused\n", input,
+             outcomes.size(), fused, outcomes.size() - fused);
+  for (const auto& o : outcomes) {
+    if (!o.fused) {
+      fmt::print("  refused {} ({}): {}\n", o.anchor, o.pattern, o.reason);
       continue;
     }
-    j << ", \"node\": " << json_str(o.node) << ", \"layout\": " << json_str(o.layout)
-      << ", \"dtype\": " << json_str(o.dtype) << ", \"causal\": " << o.causal
-      << ", \"window_left\": " << o.window_left << ", \"window_right\": " << o.window_right
-      << ", \"softcap\": " << num(o.softcap) << ", \"scale\": " << num(o.scale)
-      << ", \"num_heads\": " << o.num_heads << ", \"num_kv_heads\": " << o.num_kv_heads
-      << ", \"head_dim\": " << o.head_dim << ", \"packing\": " << json_str(o.packing)
-      << ", \"removed_ops\": [";
-    for (size_t k = 0; k < o.removed_ops.size(); ++k) j << (k ? ", " : "") << json_str(o.removed_ops[k]);
-    j << "]}";
+    std::string line = fmt::format("  fused   {} ({}) -> {}: layout {}, {}, heads {}/{}, head_dim {}, scale {}",
+                                   o.anchor, o.pattern, o.node, o.layout, o.dtype, o.num_heads,
+                                   o.num_kv_heads, o.head_dim, num(o.scale));
+    if (o.causal) line += ", causal";
+    if (o.window_left >= 0 || o.window_right >= 0)
+      line += fmt::format(", window ({}, {})", o.window_left, o.window_right);
+    if (o.softcap > 0) line += fmt::format(", softcap {}", num(o.softcap));
+    fmt::print("{}\n          removed {} ops ({}); {}\n", line, o.removed_ops.size(),
+               removed_summary(o.removed_ops), o.packing.empty() ? "no packing" : o.packing);
   }
-  j << "\n  ]\n}\n";
-  return j.str();
+}
+
+// A failure after the command line was accepted: a model it cannot read or a file it cannot write.
+int failure(const std::string& msg) {
+  fmt::print(stderr, "fa-onnx-fuse: {}\n", msg);
+  return 1;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  CLI::App app{"replace the attention subgraphs of an ONNX model by FlashAttention nodes",
+               "fa-onnx-fuse"};
+  fatools::setup(app, {{"fa-onnx-fuse",
+                        {"Replaces attention subgraphs (MatMul -> scale -> mask -> Softmax -> "
+                         "MatMul, and ONNX Attention nodes) by one FlashAttention node (domain "
+                         "flashattn) each, packs the Q/K/V projections that feed it, and prints per "
+                         "subgraph what it fused or refused and why. Without -o it only reports.",
+                         {{"EXAMPLES", " fa-onnx-fuse model.onnx -o model.fused.onnx --report report.json\n"
+                                       " fa-onnx-fuse model.onnx            # report only"},
+                          {"EXIT STATUS", "0 done (refused subgraphs are reported, not failures); 1 "
+                                          "a model it cannot read or a file it cannot write; 2 bad "
+                                          "arguments (nothing is read or written)."},
+                          {"SEE ALSO", "docs/onnx.md (the node, what it fuses, the ONNX Runtime "
+                                       "custom op)."}}}}});
   std::string input, output, report;
   fa_onnx::Options opt;
-  bool quiet = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if ((a == "-o" || a == "--output") && i + 1 < argc) output = argv[++i];
-    else if (a == "--report" && i + 1 < argc) report = argv[++i];
-    else if (a == "--no-pack-qkv") opt.pack_qkv = false;
-    else if (a == "--quiet") quiet = true;
-    else if (a == "-h" || a == "--help") { std::fputs(kUsage, stdout); return 0; }
-    else if (!a.empty() && a[0] != '-' && input.empty()) input = a;
-    else { std::fprintf(stderr, "fa-onnx-fuse: unexpected argument '%s'\n%s", a.c_str(), kUsage); return 2; }
-  }
-  if (input.empty()) { std::fputs(kUsage, stderr); return 2; }
+  bool quiet = false, no_pack = false;
+  app.add_option("INPUT", input, "the ONNX model to read.")->required()->type_name("");
+  app.add_option("-o,--output", output, "write the fused model to this file.")
+      ->check(fatools::writable())
+      ->type_name("PATH");
+  app.add_option("--report", report, "write the per-subgraph report as JSON to this file.")
+      ->check(fatools::writable())
+      ->type_name("PATH");
+  app.add_flag("--no-pack-qkv", no_pack, "keep the Q/K/V projections as they are (no packing).");
+  app.add_flag("--quiet", quiet, "print nothing on success.");
+  if (const int status = fatools::parse(app, argc, argv); status >= 0) return status;
+  opt.pack_qkv = !no_pack;
+
   onnx::ModelProto model;
   {
     std::ifstream f(input, std::ios::binary);
-    if (!f || !model.ParseFromIstream(&f)) {
-      std::fprintf(stderr, "fa-onnx-fuse: cannot read an ONNX model from '%s'\n", input.c_str());
-      return 1;
-    }
+    if (!f) return failure(fmt::format("cannot open '{}'", input));
+    if (!model.ParseFromIstream(&f)) return failure(fmt::format("'{}' is not an ONNX model", input));
   }
   std::vector<fa_onnx::Outcome> outcomes;
   try {
     outcomes = fa_onnx::fuse_model(model, opt);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fa-onnx-fuse: %s\n", e.what());
-    return 1;
+    return failure(e.what());
   }
-  int fused = 0;
-  for (const auto& o : outcomes) fused += o.fused;
-  if (!quiet) {
-    std::printf("fa-onnx-fuse: %s: %zu attention subgraph(s), %d fused, %zu refused\n", input.c_str(),
-                outcomes.size(), fused, outcomes.size() - size_t(fused));
-    for (const auto& o : outcomes) {
-      if (!o.fused) {
-        std::printf("  refused %s (%s): %s\n", o.anchor.c_str(), o.pattern.c_str(), o.reason.c_str());
-        continue;
-      }
-      std::printf("  fused   %s (%s) -> %s: layout %s, %s, heads %lld/%lld, head_dim %lld, scale %s",
-                  o.anchor.c_str(), o.pattern.c_str(), o.node.c_str(), o.layout.c_str(), o.dtype.c_str(),
-                  (long long)o.num_heads, (long long)o.num_kv_heads, (long long)o.head_dim, num(o.scale).c_str());
-      if (o.causal) std::printf(", causal");
-      if (o.window_left >= 0 || o.window_right >= 0)
-        std::printf(", window (%lld, %lld)", (long long)o.window_left, (long long)o.window_right);
-      if (o.softcap > 0) std::printf(", softcap %s", num(o.softcap).c_str());
-      std::printf("\n          removed %zu ops (%s); %s\n", o.removed_ops.size(),
-                  removed_summary(o.removed_ops).c_str(), o.packing.empty() ? "no packing" : o.packing.c_str());
-    }
-  }
+  if (!quiet) print_outcomes(input, outcomes);
   if (!report.empty()) {
     std::ofstream r(report);
-    r << to_json(input, outcomes);
-    if (!r) { std::fprintf(stderr, "fa-onnx-fuse: cannot write '%s'\n", report.c_str()); return 1; }
+    r << report_json(input, outcomes).dump(2) << '\n';
+    if (!r) return failure(fmt::format("cannot write '{}'", report));
   }
   if (!output.empty()) {
     std::ofstream f(output, std::ios::binary);
-    if (!f || !model.SerializeToOstream(&f)) {
-      std::fprintf(stderr, "fa-onnx-fuse: cannot write '%s'\n", output.c_str());
-      return 1;
-    }
+    if (!f || !model.SerializeToOstream(&f)) return failure(fmt::format("cannot write '{}'", output));
   }
   return 0;
 }
