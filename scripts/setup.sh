@@ -13,6 +13,9 @@ command -v python3 >/dev/null || need+=(python3)
 [ -f /usr/include/CLI/CLI.hpp ] || need+=(libcli11-dev)
 [ -f /usr/include/fmt/format.h ] || need+=(libfmt-dev)
 [ -f /usr/include/nlohmann/json.hpp ] || need+=(nlohmann-json3-dev)
+# pkg-config: the install_consumer test builds docs/api.md's C consumer through the installed
+# flashattn.pc, as a user would (Debian's pkgconf provides the pkg-config command).
+command -v pkg-config >/dev/null || need+=(pkgconf)
 # Plots (bench/plot.py) are optional: their smoke test skips without matplotlib, and the package
 # pulls ~40 others, so CI installs it only when asked.
 if [ "${FA_SETUP_PLOTS:-0}" = 1 ] && ! /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then

@@ -5,7 +5,7 @@ tree's library is what gets installed), then consumer.c through pkg-config, and 
 consumer.cpp through find_package(flashattn). The installed tree is moved before use, so nothing
 leans on the build tree or on the prefix's original path (the .pc file is relocatable).
 
-  consumer_test.py CMAKE BUILD_DIR C_COMPILER CXX_COMPILER WITH_CUDA(0|1)
+  consumer_test.py CMAKE BUILD_DIR C_COMPILER CXX_COMPILER WITH_CUDA(0|1) PROJECT_VERSION
 """
 import os
 import re
@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 
-CMAKE, BUILD, CC, CXX, WITH_CUDA = sys.argv[1:6]
+CMAKE, BUILD, CC, CXX, WITH_CUDA, VERSION = sys.argv[1:7]
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 EXPECT = {"c": "out[0] = (1, 2)", "cpp": "out[0] = 0.5"}
 
@@ -60,21 +60,28 @@ with tempfile.TemporaryDirectory() as tmp:
     env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "PKG_CONFIG_PATH")}
     run_env = dict(env, LD_LIBRARY_PATH=libdir)
 
-    # pkg-config
+    # pkg-config, on the installed flashattn.pc alone (PKG_CONFIG_PATH names only the moved
+    # prefix): the flags point into that prefix, name the library and no CUDA library (a CPU
+    # user's link line), and the version is the project's.
     pkg = shutil.which("pkg-config") or shutil.which("pkgconf")
-    if pkg:
-        pc_env = dict(env, PKG_CONFIG_PATH=os.path.join(libdir, "pkgconfig"))
-        flags = run([pkg, "--cflags", "--libs", "flashattn"], env=pc_env).split()
-        version = run([pkg, "--modversion", "flashattn"], env=pc_env).strip()
-        if not any(f.startswith("-I") and os.path.realpath(f[2:]).startswith(os.path.realpath(prefix))
-                   for f in flags):
-            sys.exit(f"FAIL: pkg-config flags {flags} do not point into the moved prefix")
-        exe = os.path.join(tmp, "consumer_pc")
-        run([CC, "-std=c99", os.path.join(src, "consumer.c"), *flags, "-o", exe], env=env)
-        print(f"pkg-config flashattn {version}: {' '.join(flags)}")
-        check_output(exe, "c", run_env)
-    else:
-        print("pkg-config not found: that half skipped")
+    if not pkg:
+        sys.exit("FAIL: pkg-config not found (scripts/setup.sh installs Debian's pkgconf)")
+    pc_env = dict(env, PKG_CONFIG_PATH=os.path.join(libdir, "pkgconfig"), PKG_CONFIG_LIBDIR="")
+    flags = run([pkg, "--cflags", "--libs", "flashattn"], env=pc_env).split()
+    version = run([pkg, "--modversion", "flashattn"], env=pc_env).strip()
+    in_prefix = lambda f: os.path.realpath(f[2:]).startswith(os.path.realpath(prefix))
+    if not any(f.startswith("-I") and in_prefix(f) for f in flags):
+        sys.exit(f"FAIL: pkg-config --cflags {flags} do not point into the moved prefix")
+    if not any(f.startswith("-L") and in_prefix(f) for f in flags) or "-lflashattn" not in flags:
+        sys.exit(f"FAIL: pkg-config --libs {flags} do not name -lflashattn in the moved prefix")
+    if any("cuda" in f or "cublas" in f for f in flags):
+        sys.exit(f"FAIL: pkg-config flags {flags} name a CUDA library")
+    if version != VERSION:
+        sys.exit(f"FAIL: pkg-config --modversion flashattn is {version!r}, the project is {VERSION!r}")
+    exe = os.path.join(tmp, "consumer_pc")
+    run([CC, "-std=c99", os.path.join(src, "consumer.c"), *flags, "-o", exe], env=env)
+    print(f"pkg-config flashattn {version}: {' '.join(flags)}")
+    check_output(exe, "c", run_env)
 
     # find_package
     with open(os.path.join(src, "CMakeLists.txt"), "w", encoding="utf-8") as f:
