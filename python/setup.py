@@ -1,15 +1,23 @@
 """Packaging step that pyproject.toml cannot express: bundle a built libflashattn.
 
 At build time the first library found is copied to flashattn/lib/libflashattn.so inside the
-wheel, with its CUDA backend libflashattn_cuda.so when one is beside it: $FA_LIBRARY, else the repository's CMake build directories (build/, build-gpu/,
-build-cpu/ next to this python/ folder). Without one the package installs without a library and
-finds it at run time through $FA_LIBRARY (docs/python.md)."""
+wheel, with its CUDA backend libflashattn_cuda.so when one is beside it: $FA_LIBRARY, else the
+repository's CMake build directories (build/, build-gpu/, build-cpu/ next to this python/
+folder); the wheel is then tagged py3-none-<platform>. Without one the package installs without a
+library, as a pure py3-none-any wheel, and finds it at run time through $FA_LIBRARY
+(docs/python.md). The license file is the repository's LICENSE (python/LICENSE links to it,
+which setuptools' default license-file patterns pick up)."""
 import os
 import shutil
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
+
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel  # setuptools >= 70.1
+except ImportError:
+    from wheel.bdist_wheel import bdist_wheel  # older setuptools build wheels with this one
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -56,4 +64,13 @@ class MaybeBinaryDistribution(Distribution):
         return LIBRARY is not None
 
 
-setup(cmdclass={"build_py": BuildPyWithLibrary}, distclass=MaybeBinaryDistribution)
+class PlatformWheel(bdist_wheel):
+    # The library is loaded through ctypes, not imported as an extension module: one wheel serves
+    # every Python 3 on this platform (py3-none-<platform>, as the root pyproject.toml's wheel).
+    def get_tag(self):
+        python, abi, platform = super().get_tag()
+        return ("py3", "none", platform) if LIBRARY is not None else (python, abi, platform)
+
+
+setup(cmdclass={"build_py": BuildPyWithLibrary, "bdist_wheel": PlatformWheel},
+      distclass=MaybeBinaryDistribution)
