@@ -14,9 +14,18 @@ Checks, on any machine (no GPU needed):
      CUDA request returns FA_ERROR_BACKEND saying which (a CPU-only build never opens them);
   4. a CUDA build's library in place: the CPU forward maps no CUDA library either, and the CUDA
      request opens the backend (the CUDA runtime is mapped afterwards; with no GPU the request
-     is FA_ERROR_DEVICE, no device).
+     is FA_ERROR_DEVICE, no device);
+  5. a CPU suite with the CUDA libraries hidden from the loader: programs run through the dynamic
+     loader with --inhibit-cache (so the toolkit's ld.so.conf entry does not count) and a library
+     path of the copy's directory and LD_LIBRARY_PATH less its CUDA directories. There, first,
+     the CUDA runtime and cuBLAS cannot be opened by name, and `ldd` of the copy (ld.so --list)
+     resolves everything and names no CUDA library; then the C ABI programs (c_abi_check, the old
+     callers) and the Python binding's CPU tests (CPU_TESTS below, ~130 tests, seconds) pass on
+     the copy. fa_tests is not run there: it links the internal static library, which in a CUDA
+     build carries the backend and so the CUDA runtime itself; a CPU user never loads it.
 
   cpu_only_test.py LIBRARY PROBE WITH_CUDA(0|1) SANITIZED(0|1) FAKE_REFUSES FAKE_NEEDS_MISSING
+                   C_PROGRAM...
 """
 import os
 import re
@@ -27,6 +36,10 @@ import tempfile
 
 LIB, PROBE, WITH_CUDA, SANITIZED = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
 FAKE_REFUSES, FAKE_NEEDS_MISSING = sys.argv[5], sys.argv[6]
+C_PROGRAMS = sys.argv[7:]  # C ABI tests linked to libflashattn.so, run in step 5
+# The Python binding's CPU tests for step 5 (GPU cases in them skip without a device).
+CPU_TESTS = ["test_cpu_attention.py", "test_errors.py", "test_cpu_varlen_packed.py",
+             "test_kvcache.py", "test_cpu_dropout.py", "test_attn_bias.py"]
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 PYDIR = os.path.join(ROOT, "python")
 FA_ERROR_DEVICE, FA_ERROR_BACKEND = 15, 20
@@ -145,6 +158,92 @@ if WITH_CUDA:
             fail("a CUDA request did not open the CUDA backend (no CUDA runtime mapped after it)")
         print(f"with the backend: CPU forward maps no CUDA library; CUDA request opened it "
               f"({count} devices) -> {status}: {message}")
+
+
+
+# 5. a CPU suite with the CUDA libraries hidden from the loader
+def interpreter(program):
+    """The dynamic loader a program asks for (its PT_INTERP), or None."""
+    r = subprocess.run([readelf, "-l", program], capture_output=True, text=True)
+    m = re.search(r"program interpreter: (\S+?)\]", r.stdout)
+    return m.group(1) if m else None
+
+
+def hidden_run(ldso, libdir, argv, **kw):
+    """argv run by the loader without its cache and with libdir first on the library path."""
+    keep = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d and "cuda" not in d.lower()]
+    path = ":".join([libdir] + keep)
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+    env.update(kw.pop("env", {}), LD_LIBRARY_PATH=path)  # for children, which use the cache again
+    return subprocess.run([ldso, "--inhibit-cache", "--library-path", path, *argv],
+                          capture_output=True, text=True, env=env, timeout=240, **kw)
+
+
+def cuda_names():
+    """Sonames the CUDA backend NEEDs (a CUDA build), else the usual ones."""
+    backend = os.path.join(os.path.dirname(LIB), "libflashattn_cuda.so")
+    if WITH_CUDA and os.path.isfile(backend):
+        dyn = subprocess.run([readelf, "-d", backend], capture_output=True, text=True).stdout
+        names = [n for n in re.findall(r"\(NEEDED\).*\[(.+?)\]", dyn) if CUDA_NAMES.match(n)]
+        if names:
+            return names
+    return ["libcudart.so", "libcublas.so"]
+
+
+if SANITIZED:
+    print("hidden CUDA: skipped in a sanitizer build (the default build runs it)")
+elif not readelf or not python:
+    print("hidden CUDA: skipped (needs readelf and a python3 with torch and pytest)")
+else:
+    # The real interpreter (python may be a pyenv shim, a script the loader cannot run).
+    real_python = subprocess.run([python, "-c", "import sys; print(sys.executable)"],
+                                 capture_output=True, text=True).stdout.strip()
+    ldso = interpreter(real_python)
+    with tempfile.TemporaryDirectory() as tmp:
+        alone = os.path.join(tmp, "libflashattn.so")
+        shutil.copy(os.path.realpath(LIB), alone)
+        names = cuda_names()
+        code = ("import ctypes, sys\n"
+                "for n in sys.argv[1:]:\n"
+                "    try:\n"
+                "        ctypes.CDLL(n); print('loadable', n)\n"
+                "    except OSError:\n"
+                "        print('hidden', n)\n")
+        normal = subprocess.run([real_python, "-c", code, *names], capture_output=True, text=True).stdout
+        r = hidden_run(ldso, tmp, [real_python, "-c", code, *names])
+        loadable = [l.split()[1] for l in r.stdout.splitlines() if l.startswith("loadable")]
+        if r.returncode != 0:
+            fail(f"python with CUDA hidden: exit {r.returncode}\n{r.stderr[-2000:]}")
+        elif loadable:
+            # e.g. a CUDA runtime in one of the loader's own directories (Debian's
+            # nvidia-cuda-toolkit): it cannot be hidden this way, but nothing below may need it.
+            print(f"hidden CUDA: {', '.join(loadable)} still loadable (in a default directory of "
+                  "the loader); the runs below cannot prove its absence")
+        else:
+            print(f"hidden CUDA: {', '.join(names)} cannot be opened (without hiding: "
+                  f"{'; '.join(normal.splitlines())})")
+        r = hidden_run(ldso, tmp, ["--list", alone])
+        listed = r.stdout
+        if r.returncode != 0 or "not found" in listed or CUDA_NAMES.search(listed):
+            fail(f"ldd of the copy with CUDA hidden (exit {r.returncode}):\n{listed}{r.stderr}")
+        else:
+            print("hidden CUDA: ldd " + ", ".join(re.findall(r"^\s*(\S+) =>", listed, re.M)))
+        for program in C_PROGRAMS:
+            r = hidden_run(ldso, tmp, [program])
+            if r.returncode != 0:
+                fail(f"{os.path.basename(program)} with CUDA hidden: exit {r.returncode}\n"
+                     f"{r.stdout[-2000:]}{r.stderr[-2000:]}")
+            else:
+                print(f"hidden CUDA: {os.path.basename(program)} ok")
+        tests = [os.path.join(PYDIR, "tests", t) for t in CPU_TESTS]
+        r = hidden_run(ldso, tmp, [real_python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests],
+                       env={"FA_LIBRARY": alone, "PYTHONPATH": PYDIR}, cwd=tmp)
+        summary = r.stdout.strip().splitlines()[-1:] or [""]
+        if r.returncode != 0:
+            fail(f"the Python CPU tests with CUDA hidden: exit {r.returncode}\n"
+                 f"{r.stdout[-4000:]}{r.stderr[-2000:]}")
+        else:
+            print(f"hidden CUDA: python {' '.join(CPU_TESTS)}: {summary[0]}")
 
 if failures:
     sys.exit(1)
