@@ -667,9 +667,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // tile's first step is done (waited for, its softmax run, P packed) before the chain goes
     // on, and the tail with and without a next tile are separate branches (ptxas serialized
     // every wgmma when S was carried across the tile loop, C7515: performance-log.md).
-    // finish_store (the issuer's wait for the previous tile's TMA store, then its buffer back)
-    // comes under the tile's second step, or before its tail when it has one key tile: the
-    // producer announces the tile after next only once that buffer is back.
+    // The issuer's wait for a chained tile's TMA store, and the buffer's return, come right
+    // after its epilogue (finish_store only after a chain's first tile).
     float sc[kN / 2], alpha[2];
     uint32_t pf[kN / 16][4];
     int tile = announced();
@@ -686,7 +685,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       issue_qk(0, sc);
       turn_end();
       finish_store();
-      bool store_open = false;  // finish_store still to come for the current tile
       wgmma_wait<0>();
       wgmma_acc_fence(sc);
       release_k(0);
@@ -698,10 +696,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           issue_qk(it, sc);
           issue_pv(it - 1, pf);
           turn_end();
-          if (store_open) {
-            finish_store();
-            store_open = false;
-          }
           wgmma_wait<1>();  // Q·K(it)ᵀ done
           wgmma_acc_fence(sc);
           release_k(it);
@@ -713,42 +707,42 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           if (rescale_o) rescale(alpha);
           pack(sc, pf);
         }
-        if (store_open) {
-          finish_store();
-          store_open = false;
-        }
-        const int next = announced();  // its Q has landed
+        // The tile's last P·V in a turn of its own, so that the wait for the next tile's Q
+        // (announced once it has landed) comes after it, and waited for before the next
+        // tile's first Q·Kᵀ is issued (a P·V waited for past that issue, in a branch, made
+        // ptxas serialize every wgmma: C7514).
+        turn_begin();
+        issue_pv(n_tiles - 1, pf);
+        turn_end();
+        const int next = announced();
         bool chain = false;
         if (next >= 0) {
           const KeyTiles nk = plan(next).kt;
           chain = nk.end > nk.begin;
         }
-        if (!chain) {  // the tile's last P·V alone; the outer loop enters `next`
-          turn_begin();
-          issue_pv(n_tiles - 1, pf);
-          turn_end();
-          wgmma_wait<0>();
-          wgmma_acc_fence(o);
-          wgmma_keep(pf);
-          release_v(n_tiles - 1);
+        wgmma_wait<0>();
+        wgmma_acc_fence(o);
+        wgmma_keep(pf);
+        release_v(n_tiles - 1);
+        if (!chain) {  // the outer loop enters `next`
           epilogue();
           kv0 += n_tiles;
           tile = next;
           break;
         }
         turn_begin();
-        issue_pv(n_tiles - 1, pf);
         issue_qk_at(sQ(round % kQB) + uint32_t(T::kWgRows * c) * kSw128RowBytes, kv0 + n_tiles,
                     sc);
         turn_end();
-        wgmma_wait<1>();  // P·V done, the next tile's Q·Kᵀ in flight
-        wgmma_acc_fence(o);
-        wgmma_keep(pf);
-        release_v(n_tiles - 1);
-        epilogue();
+        epilogue();  // under the next tile's first Q·Kᵀ
+        // The tile's buffer back once its store has read it, still under that Q·Kᵀ (so the
+        // main loop is the one of the schedule without this overlap).
+        if (issuer) {
+          tma_store_wait_read<0>();
+          mbar_arrive(q_empty(cur_qb()));
+        }
         kv0 += n_tiles;
         enter(next);
-        store_open = true;
         wgmma_wait<0>();
         wgmma_acc_fence(sc);
         release_k(0);
