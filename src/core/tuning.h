@@ -45,12 +45,6 @@
 #ifndef FA_TUNING_SM90_FWD_Q_BUFFERS
 #define FA_TUNING_SM90_FWD_Q_BUFFERS 2
 #endif
-// The sm90 forward's overlap across work tiles (compile-time; kernels with two Q buffers and an
-// overlapping schedule): a tile's last P·V issued with the next tile's first Q·Kᵀ, the epilogue
-// under it (fwd_kernel.cuh). 0: each work tile starts and ends its own pipeline.
-#ifndef FA_TUNING_SM90_FWD_TILE_OVERLAP
-#define FA_TUNING_SM90_FWD_TILE_OVERLAP 0
-#endif
 #ifndef FA_TUNING_SM90_FWD_TMA_STORE
 #define FA_TUNING_SM90_FWD_TMA_STORE 1
 #endif

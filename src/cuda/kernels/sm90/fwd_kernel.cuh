@@ -164,13 +164,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   extern __shared__ __align__(1024) unsigned char smem[];
   constexpr int kQB = T::kQBuffers;
   constexpr bool kQ2 = kQB == 2;  // two Q buffers: the staged epilogue, Q released after it
-  // The overlap across work tiles (FA_TUNING_SM90_FWD_TILE_OVERLAP): two Q buffers, an
-  // overlapping schedule, two consumer warpgroups and no dropout. (ptxas, sm_90a, spill stores /
-  // loads in bytes without and with it: d 128 ping-pong 12 / 28 and 8 / 32; with three consumers
-  // at d 64 60 / 136 and 108 / 256; d 128 with dropout 20 / 36 and 116 / 164.)
-  constexpr bool kTileOverlap = FA_TUNING_SM90_FWD_TILE_OVERLAP != 0 && kQ2 &&
-                                T::kSchedule != Schedule::kSerial && T::kConsumers == 2 &&
-                                !T::kDropout;
   const uint32_t smem0 = smem_addr(smem);
   auto sQ = [&](int b) { return smem0 + uint32_t(b * T::kQBytes); };
   auto sK = [&](int s) { return smem0 + uint32_t(kQB * T::kQBytes + 2 * s * T::kKvBytes); };
@@ -415,19 +408,16 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto parity = [&](int it) { return uint32_t(((kv0 + it) / kStages) & 1); };
   // S = Q·K(it)ᵀ issued (not waited for); it may run past this tile's key tiles into the next
   // work tile's first (the ring's position runs on, and Q is the next tile's by then).
-  // (q_rows: this warpgroup's rows of a Q buffer; kv: the K tile's position in the ring.)
-  auto issue_qk_at = [&](uint32_t q_rows, int kv, float (&sc)[kN / 2]) {
-    const int s = kv % kStages;
-    mbar_wait(k_full(s), uint32_t((kv / kStages) & 1));
+  auto issue_qk = [&](int it, float (&sc)[kN / 2]) {
+    mbar_wait(k_full(stage(it)), parity(it));
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks)
-      wgmma_ss<Tag, kN>(sc, kmajor_sw128_desc(q_rows, kM, 16 * ks),
-                        kmajor_sw128_desc(sK(s), kN, 16 * ks), ks > 0);
+      wgmma_ss<Tag, kN>(sc, kmajor_sw128_desc(sQc(), kM, 16 * ks),
+                        kmajor_sw128_desc(sK(stage(it)), kN, 16 * ks), ks > 0);
     wgmma_commit();
     wgmma_acc_fence(sc);
   };
-  auto issue_qk = [&](int it, float (&sc)[kN / 2]) { issue_qk_at(sQc(), kv0 + it, sc); };
   // O += P·V(it) issued (not waited for), O = P·V(0) for the tile's first; pf must stay
   // untouched until the wait (wgmma_keep).
   auto issue_pv = [&](int it, const uint32_t (&pf)[kN / 16][4]) {
@@ -657,98 +647,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       }
       epilogue();
       kv0 += n_tiles;
-    }
-  } else if constexpr (kTileOverlap) {
-    // The intra-warpgroup overlap carried across work tiles: a tile's last P·V is issued with
-    // the next tile's first Q·Kᵀ (its Q is in the other buffer, its K next in the ring), and the
-    // epilogue runs under that Q·Kᵀ. Both consumer warpgroups reach a tile's end together (they
-    // share its key tiles), so without it the tensor cores idle through the epilogue, the first
-    // Q·Kᵀ and its softmax. No accumulator is in flight across a loop's back edge: the next
-    // tile's first step is done (waited for, its softmax run, P packed) before the chain goes
-    // on, and the tail with and without a next tile are separate branches (ptxas serialized
-    // every wgmma when S was carried across the tile loop, C7515: performance-log.md).
-    // The issuer's wait for a chained tile's TMA store, and the buffer's return, come right
-    // after its epilogue (finish_store only after a chain's first tile).
-    float sc[kN / 2], alpha[2];
-    uint32_t pf[kN / 16][4];
-    int tile = announced();
-    while (tile >= 0) {
-      enter(tile);
-      if (n_tiles == 0) {  // no key tile: zeros, no turn
-        finish_store();
-        epilogue();
-        tile = announced();
-        continue;
-      }
-      // A chain's first tile: its first Q·Kᵀ alone.
-      turn_begin();
-      issue_qk(0, sc);
-      turn_end();
-      finish_store();
-      wgmma_wait<0>();
-      wgmma_acc_fence(sc);
-      release_k(0);
-      softmax(0, sc, alpha);
-      pack(sc, pf);
-      for (;;) {
-        for (int it = 1; it < n_tiles; ++it) {
-          turn_begin();
-          issue_qk(it, sc);
-          issue_pv(it - 1, pf);
-          turn_end();
-          wgmma_wait<1>();  // Q·K(it)ᵀ done
-          wgmma_acc_fence(sc);
-          release_k(it);
-          const bool rescale_o = softmax(it, sc, alpha);
-          wgmma_wait<0>();  // P·V(it - 1) done
-          wgmma_acc_fence(o);
-          wgmma_keep(pf);
-          release_v(it - 1);
-          if (rescale_o) rescale(alpha);
-          pack(sc, pf);
-        }
-        // The tile's last P·V in a turn of its own, so that the wait for the next tile's Q
-        // (announced once it has landed) comes after it, and waited for before the next
-        // tile's first Q·Kᵀ is issued (a P·V waited for past that issue, in a branch, made
-        // ptxas serialize every wgmma: C7514).
-        turn_begin();
-        issue_pv(n_tiles - 1, pf);
-        turn_end();
-        const int next = announced();
-        bool chain = false;
-        if (next >= 0) {
-          const KeyTiles nk = plan(next).kt;
-          chain = nk.end > nk.begin;
-        }
-        wgmma_wait<0>();
-        wgmma_acc_fence(o);
-        wgmma_keep(pf);
-        release_v(n_tiles - 1);
-        if (!chain) {  // the outer loop enters `next`
-          epilogue();
-          kv0 += n_tiles;
-          tile = next;
-          break;
-        }
-        turn_begin();
-        issue_qk_at(sQ(round % kQB) + uint32_t(T::kWgRows * c) * kSw128RowBytes, kv0 + n_tiles,
-                    sc);
-        turn_end();
-        epilogue();  // under the next tile's first Q·Kᵀ
-        // The tile's buffer back once its store has read it, still under that Q·Kᵀ (so the
-        // main loop is the one of the schedule without this overlap).
-        if (issuer) {
-          tma_store_wait_read<0>();
-          mbar_arrive(q_empty(cur_qb()));
-        }
-        kv0 += n_tiles;
-        enter(next);
-        wgmma_wait<0>();
-        wgmma_acc_fence(sc);
-        release_k(0);
-        softmax(0, sc, alpha);  // O is not set yet: its rescale is moot
-        pack(sc, pf);
-      }
     }
   } else {
     // Intra-warpgroup overlap: the softmax of key tile it runs while the tensor cores do P·V of
