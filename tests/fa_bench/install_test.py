@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """`cmake --install` of a build puts fa-bench in PREFIX/bin, and the installed binary runs from
-there, finding the installed library through its relative RPATH (not the build tree's).
+there, finding the installed library through its relative RPATH (not the build tree's). It
+NEEDs no CUDA library, in a CUDA build too: it opens the CUDA runtime at first use
+(tools/fa-bench/cuda_runtime_loader.h), so it starts where none is installed.
 
   install_test.py CMAKE BUILD_DIR
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +27,13 @@ with tempfile.TemporaryDirectory() as tmp:
         print(f"{exe} not installed; installed: {r.stdout[-2000:]}")
         sys.exit(1)
     env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    if shutil.which("readelf"):
+        dyn = subprocess.run(["readelf", "-d", exe], capture_output=True, text=True).stdout
+        needed = re.findall(r"\(NEEDED\).*\[(.+?)\]", dyn)
+        cuda = [n for n in needed if re.match(r"lib(cudart|cublas|cublasLt|cuda)\b", n)]
+        if not needed or cuda:
+            print(f"installed fa-bench NEEDs {needed}: a CUDA library among them, or none read")
+            sys.exit(1)
     # The build tree moved away: the binary must not lean on its build RPATH.
     if shutil.which("ldd"):
         ldd = subprocess.run(["ldd", exe], capture_output=True, text=True, env=env).stdout

@@ -401,7 +401,8 @@ int main(int argc, char** argv) {
       arch.command = out.command;
       if (arch.measure) {
         if (device == "cuda" && !cuda_available())
-          return usage_error("--device cuda: this build has no CUDA backend or no GPU is present");
+          return usage_error("--device cuda: this build has no CUDA backend, no GPU is present or the CUDA "
+                             "runtime cannot be opened");
         timing.cuda = device == "cuda" || (device == "auto" && cuda_available());
         arch_dd.apply(timing.cuda);
         arch.timing = timing;
@@ -434,7 +435,8 @@ int main(int argc, char** argv) {
       return cmd_plan(plan_args);
     }
     if (device == "cuda" && !cuda_available())
-      return usage_error("--device cuda: this build has no CUDA backend or no GPU is present");
+      return usage_error("--device cuda: this build has no CUDA backend, no GPU is present or the CUDA "
+                             "runtime cannot be opened");
     timing.cuda = device == "cuda" || (device == "auto" && cuda_available());
     timing.live = progress == "on" || (progress == "auto" && isatty(STDERR_FILENO));
     for (DeviceDefaults* dd : {&run_dd, &sweep_dd, &cmp_dd}) dd->apply(timing.cuda);

@@ -16,11 +16,17 @@
 #include "text.h"        // tools/common: fatools::sig
 
 #ifdef FA_BENCH_CUDA
-#include <cuda_runtime.h>
+#include "cuda_runtime_loader.h"
 #endif
 
 namespace fabench {
 namespace {
+
+#ifdef FA_BENCH_CUDA
+// The CUDA runtime, opened at first use: every call below runs under a configuration on CUDA,
+// which cuda_available() allowed only once it was open.
+const CudaRuntime& cu() { return *cuda_runtime(); }
+#endif
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // Random values are drawn once into a pool this large and tiled (from varying offsets) into
@@ -57,8 +63,8 @@ class Memory {
     if (bytes == 0) return nullptr;
 #ifdef FA_BENCH_CUDA
     if (cuda_) {
-      if (cudaMalloc(&p, bytes) != cudaSuccess) {
-        (void)cudaGetLastError();  // clear the failure: the next configuration must not see it
+      if (cu().Malloc(&p, bytes) != cudaSuccess) {
+        (void)cu().GetLastError();  // clear the failure: the next configuration must not see it
         return nullptr;
       }
       ptrs_.push_back(p);
@@ -82,7 +88,7 @@ class Memory {
   void release() {
     for (void* p : ptrs_) {
 #ifdef FA_BENCH_CUDA
-      if (cuda_) { cudaFree(p); continue; }
+      if (cuda_) { cu().Free(p); continue; }
 #endif
       std::free(p);
     }
@@ -92,7 +98,7 @@ class Memory {
  private:
   void copy(void* dst, const void* src, size_t n) {
 #ifdef FA_BENCH_CUDA
-    if (cuda_) { cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice); return; }
+    if (cuda_) { cu().Memcpy(dst, src, n, cudaMemcpyHostToDevice); return; }
 #endif
     std::memcpy(dst, src, n);
   }
@@ -103,8 +109,8 @@ class Memory {
 size_t free_device_bytes() {
 #ifdef FA_BENCH_CUDA
   size_t free = 0, total = 0;
-  if (cudaMemGetInfo(&free, &total) == cudaSuccess) return free;
-  (void)cudaGetLastError();
+  if (cu().MemGetInfo(&free, &total) == cudaSuccess) return free;
+  (void)cu().GetLastError();
 #endif
   return 0;
 }
@@ -222,7 +228,7 @@ int64_t dtype_bytes(fa_dtype t) { return t == FA_DTYPE_FP32 ? 4 : 2; }
 
 bool cuda_available() {
 #ifdef FA_BENCH_CUDA
-  return fa_cuda_device_count() > 0;
+  return fa_cuda_device_count() > 0 && cuda_runtime() != nullptr;
 #else
   return false;
 #endif
@@ -250,15 +256,15 @@ Machine machine(bool cuda) {
 #ifdef FA_BENCH_CUDA
   if (cuda) {
     cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) m.gpu = prop.name;
+    if (cu().GetDeviceProperties(&prop, 0) == cudaSuccess) m.gpu = prop.name;
     std::ifstream proc("/proc/driver/nvidia/version");
     std::stringstream text;
     text << proc.rdbuf();
     m.driver = nvidia_driver_version(text.str());
     int v = 0;
-    if (m.driver.empty() && cudaDriverGetVersion(&v) == cudaSuccess)
+    if (m.driver.empty() && cu().DriverGetVersion(&v) == cudaSuccess)
       m.driver = "cuda-driver-api " + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
-    if (cudaRuntimeGetVersion(&v) == cudaSuccess)
+    if (cu().RuntimeGetVersion(&v) == cudaSuccess)
       m.cuda = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
   }
 #else
@@ -334,7 +340,7 @@ Row measure(const Config& c) {
 #ifdef FA_BENCH_CUDA
   if (c.cuda) {
     int l2 = 0;
-    cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0);
+    cu().DeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0);
     cache = size_t(l2);
   }
 #endif
@@ -376,7 +382,7 @@ Row measure(const Config& c) {
   for (int i = 0; i < c.warmup; ++i) {
     if ((st = step(size_t(i))) != FA_OK) { r.status = failure(c.op.c_str(), st); return r; }
 #ifdef FA_BENCH_CUDA
-    if (c.cuda && c.on_call) cudaDeviceSynchronize();  // so that the report means "done"
+    if (c.cuda && c.on_call) cu().DeviceSynchronize();  // so that the report means "done"
 #endif
     tick("warm-up", i + 1, c.warmup);
   }
@@ -385,9 +391,9 @@ Row measure(const Config& c) {
   if (c.cuda) {
     // Untimed calls, each waited for, until warmup_ms have passed since the first.
     for (size_t i = size_t(c.warmup);; ++i) {
-      const cudaError_t sync = cudaDeviceSynchronize();
+      const cudaError_t sync = cu().DeviceSynchronize();
       if (sync != cudaSuccess) {
-        r.status = std::string("error: CUDA: ") + cudaGetErrorString(sync);
+        r.status = std::string("error: CUDA: ") + cu().GetErrorString(sync);
         return r;
       }
       if (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - warm0)
@@ -397,25 +403,25 @@ Row measure(const Config& c) {
       tick("warm-up", int(i) + 1, c.warmup);
     }
     std::vector<cudaEvent_t> ev(2 * size_t(c.repeats));
-    for (cudaEvent_t& e : ev) cudaEventCreate(&e);
+    for (cudaEvent_t& e : ev) cu().EventCreate(&e);
     for (int i = 0; i < c.repeats && st == FA_OK; ++i) {
-      cudaEventRecord(ev[2 * size_t(i)], nullptr);
+      cu().EventRecord(ev[2 * size_t(i)], nullptr);
       st = step(size_t(i));
-      cudaEventRecord(ev[2 * size_t(i) + 1], nullptr);
+      cu().EventRecord(ev[2 * size_t(i) + 1], nullptr);
     }
     // Every call is queued; wait for each end event in turn, to report progress without
     // leaving the GPU idle between calls.
     for (int i = 0; i < c.repeats && st == FA_OK && c.on_call; ++i)
-      if (cudaEventSynchronize(ev[2 * size_t(i) + 1]) == cudaSuccess) tick("repeat", i + 1, c.repeats);
-    const cudaError_t sync = cudaDeviceSynchronize();
+      if (cu().EventSynchronize(ev[2 * size_t(i) + 1]) == cudaSuccess) tick("repeat", i + 1, c.repeats);
+    const cudaError_t sync = cu().DeviceSynchronize();
     for (int i = 0; i < c.repeats && st == FA_OK && sync == cudaSuccess; ++i) {
       float t = 0;
-      cudaEventElapsedTime(&t, ev[2 * size_t(i)], ev[2 * size_t(i) + 1]);
+      cu().EventElapsedTime(&t, ev[2 * size_t(i)], ev[2 * size_t(i) + 1]);
       ms.push_back(t);
     }
-    for (cudaEvent_t& e : ev) cudaEventDestroy(e);
+    for (cudaEvent_t& e : ev) cu().EventDestroy(e);
     if (sync != cudaSuccess) {
-      r.status = std::string("error: CUDA: ") + cudaGetErrorString(sync);
+      r.status = std::string("error: CUDA: ") + cu().GetErrorString(sync);
       return r;
     }
   }
