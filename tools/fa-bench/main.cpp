@@ -119,6 +119,11 @@ std::map<std::string, fatools::ManPage> man_pages() {
   };
 }
 
+// --device cuda where cuda_available() is false.
+constexpr const char* kNoCuda =
+    "--device cuda: this build has no CUDA backend, no GPU is present or the CUDA runtime cannot "
+    "be opened";
+
 template <typename T>
 std::string text(const T& v) {
   return fmt::format("{}", v);
@@ -401,8 +406,7 @@ int main(int argc, char** argv) {
       arch.command = out.command;
       if (arch.measure) {
         if (device == "cuda" && !cuda_available())
-          return usage_error("--device cuda: this build has no CUDA backend, no GPU is present or the CUDA "
-                             "runtime cannot be opened");
+          return usage_error(kNoCuda);
         timing.cuda = device == "cuda" || (device == "auto" && cuda_available());
         arch_dd.apply(timing.cuda);
         arch.timing = timing;
@@ -435,8 +439,7 @@ int main(int argc, char** argv) {
       return cmd_plan(plan_args);
     }
     if (device == "cuda" && !cuda_available())
-      return usage_error("--device cuda: this build has no CUDA backend, no GPU is present or the CUDA "
-                             "runtime cannot be opened");
+      return usage_error(kNoCuda);
     timing.cuda = device == "cuda" || (device == "auto" && cuda_available());
     timing.live = progress == "on" || (progress == "auto" && isatty(STDERR_FILENO));
     for (DeviceDefaults* dd : {&run_dd, &sweep_dd, &cmp_dd}) dd->apply(timing.cuda);
