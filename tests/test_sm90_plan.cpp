@@ -68,6 +68,45 @@ TEST(Sm90TilePlan, VisitsExactlyTheSeenTilesAndMasksWhereNeeded) {
           }
 }
 
+// The peeled order visits every key tile of the work tile once, the ones some row needs masked
+// first; every tile after the first `masked` is unmasked for all the work tile's rows (the
+// consumers run those without the mask), and without peeling the order is the identity.
+TEST(Sm90TilePlan, KeyOrderPutsTheMaskedTilesFirst) {
+  const std::vector<std::pair<int64_t, int64_t>> windows{{-1, -1}, {-1, 0}, {16, 0}, {70, 5},
+                                                         {0, 0}, {-1, 40}, {200, -1}, {300, 300}};
+  for (const auto& [wl, wr] : windows)
+    for (const int kN : {64, 128})
+      for (const int rows : {64, 128, 192})
+        for (const int64_t len_q : {1, 7, 64, 130, 300, 1000})
+          for (const int64_t len_k : {1, 63, 64, 129, 300, 513, 1024}) {
+            const Visibility vis{len_k - len_q, wl, wr};
+            for (int64_t row0 = 0; row0 < len_q; row0 += rows) {
+              const int64_t real = std::min<int64_t>(rows, len_q - row0);
+              const KeyTiles kt = key_tiles(vis, row0, real, len_k, kN);
+              const KeyTiles um = unmasked_key_tiles(vis, row0, real, len_k, kN);
+              const auto where = ::testing::Message()
+                                 << "window " << wl << "," << wr << " rows " << row0 << "+" << real
+                                 << " len_q " << len_q << " len_k " << len_k << " kN " << kN;
+              const int n = kt.end - kt.begin;
+              const KeyOrder plain = key_order(kt, um, false);
+              ASSERT_EQ(plain.masked, n) << where;
+              for (int i = 0; i < n; ++i) ASSERT_EQ(plain.tile(i), kt.begin + i) << where;
+              const KeyOrder order = key_order(kt, um, true);
+              ASSERT_TRUE(order.masked >= 0 && order.masked <= n) << where;
+              std::vector<int> seen(size_t(n), 0);
+              for (int i = 0; i < n; ++i) {
+                const int j = order.tile(i);
+                ASSERT_TRUE(j >= kt.begin && j < kt.end) << where << ": visit " << i;
+                ++seen[size_t(j - kt.begin)];
+                const bool needs = key_tile_needs_mask(vis, row0, real, int64_t(j) * kN, len_k, kN);
+                // The masked ones exactly first (an unmasked tile may not come before them).
+                ASSERT_EQ(i < order.masked, needs) << where << ": visit " << i << " tile " << j;
+              }
+              for (const int k : seen) ASSERT_EQ(k, 1) << where;
+            }
+          }
+}
+
 // The tile numbers cover every (m block, head, batch entry) once; causal runs a head's m blocks
 // from the last.
 TEST(Sm90TilePlan, TileCoordsCoverEveryTileOnce) {

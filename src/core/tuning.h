@@ -45,6 +45,13 @@
 #ifndef FA_TUNING_SM90_FWD_Q_BUFFERS
 #define FA_TUNING_SM90_FWD_Q_BUFFERS 2
 #endif
+// The sm90 forward's peeled key loop (compile-time): 1 visits a work tile's masked key tiles
+// first (a causal tile's diagonal, the ragged last tile, a window's edges) and runs the rest in
+// a loop whose softmax has no mask, softcap or ALiBi code; 0 (the ablation) runs one loop that
+// checks each tile.
+#ifndef FA_TUNING_SM90_FWD_PEEL
+#define FA_TUNING_SM90_FWD_PEEL 1
+#endif
 #ifndef FA_TUNING_SM90_FWD_TMA_STORE
 #define FA_TUNING_SM90_FWD_TMA_STORE 1
 #endif

@@ -90,6 +90,9 @@ struct FwdTraits {
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "wgmma n and P·V's k steps");
   static constexpr int kStages = 2;
   static constexpr Schedule kSchedule = kSchedule_;
+  // The key tiles that need the mask visited first and the rest by a loop without mask or logit
+  // code (FA_TUNING_SM90_FWD_PEEL; tile_plan.h's KeyOrder); the serial schedule keeps one loop.
+  static constexpr bool kPeel = FA_TUNING_SM90_FWD_PEEL != 0 && kSchedule_ != Schedule::kSerial;
   using QTile = SwizzledTile<kBlockM, kHeadDim>;
   using KvTile = SwizzledTile<kBlockN, kHeadDim>;
   static constexpr int kQBytes = QTile::kElems * 2, kKvBytes = KvTile::kElems * 2;
@@ -164,6 +167,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   extern __shared__ __align__(1024) unsigned char smem[];
   constexpr int kQB = T::kQBuffers;
   constexpr bool kQ2 = kQB == 2;  // two Q buffers: the staged epilogue, Q released after it
+  constexpr bool kPeel = T::kPeel;  // the masked key tiles first, the rest without mask code
   const uint32_t smem0 = smem_addr(smem);
   auto sQ = [&](int b) { return smem0 + uint32_t(b * T::kQBytes); };
   auto sK = [&](int s) { return smem0 + uint32_t(kQB * T::kQBytes + 2 * s * T::kKvBytes); };
@@ -198,6 +202,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     SeqInfo sq;
     Visibility vis;
     KeyTiles kt;    // the key tiles its rows see
+    KeyOrder ko;    // the order it visits them in: the masked ones first (kPeel)
     bool live;      // inside its sequence
   };
   auto plan = [&](int tile) {
@@ -211,11 +216,14 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     const int64_t len_rows = pl.sq.len_q << lp;
     pl.live = pl.m0 < len_rows;
     pl.kt = KeyTiles{0, 0};
+    KeyTiles um{0, 0};
     if (pl.live) {
       const int64_t rows = len_rows - pl.m0 < kM ? len_rows - pl.m0 : kM;
       const int64_t pos0 = pl.m0 >> lp, npos = ((pl.m0 + rows - 1) >> lp) - pos0 + 1;
       pl.kt = key_tiles(pl.vis, pos0, npos, pl.sq.len_k, kN);
+      um = unmasked_key_tiles(pl.vis, pos0, npos, pl.sq.len_k, kN);
     }
+    pl.ko = key_order(pl.kt, um, kPeel);
     return pl;
   };
   // A packed batch's maps are batch 1 over its total rows; the sequence's rows start at q_start,
@@ -259,7 +267,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         const Plan pl = plan(tile);
         if (!pl.live) continue;  // past its sequence's end (packed batches): not announced
         const SeqInfo& sq = pl.sq;
-        const KeyTiles& kt = pl.kt;
+        const KeyOrder& ko = pl.ko;
         const int hk = packed ? pl.th : pl.th / group, bm = map_batch(pl.b);
         // Q's box: kM rows of one head, or (packed) kM >> lp positions x the group's heads.
         const int q_head = packed ? pl.th << lp : pl.th;
@@ -275,8 +283,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         for (int blk = 0; blk < T::QTile::kBlocks; ++blk)
           tma_load_4d(sQ(qb) + uint32_t(blk * kM) * kSw128RowBytes, &maps.q, blk * kBoxCols, q_head,
                       q_row, bm, q_full(qb));
-        for (int it = kt.begin; it < kt.end; ++it, ++kv) {
-          const int key_row = int(sq.k_start) + it * kN;
+        for (int i = 0; i < ko.end - ko.begin; ++i, ++kv) {
+          const int key_row = int(sq.k_start) + ko.tile(i) * kN;
           const int s = kv % kStages;
           const uint32_t free_parity = uint32_t(((kv / kStages) & 1) ^ 1);
           if (kv >= kStages) mbar_wait(k_empty(s), free_parity);
@@ -346,8 +354,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   int h = 0, b = 0, r0 = 0, len_q = 0, pos[2] = {0, 0}, head[2] = {0, 0};
   int lo[2] = {0, 0}, hi[2] = {0, 0}, diag[2] = {0, 0};
   float slope[2] = {0.f, 0.f};
-  KeyTiles kt{0, 0}, um{0, 0};
-  int n_tiles = 0;
+  KeyOrder ko{0, 0, 0, 0, 0};
+  KeyTiles um{0, 0};
+  int n_tiles = 0, n_generic = 0;
   FwdDropout dr{};
   // The next work tile as the producer announces it (-1: none left); its Q has then landed.
   auto announced = [&] {
@@ -371,10 +380,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto enter = [&](int tile) {
     const Plan pl = plan(tile);  // as the producer's
     const Visibility& vis = pl.vis;
-    kt = pl.kt;
+    ko = pl.ko;
     h = pl.th, b = pl.b;
     q_start = pl.sq.q_start, len_q = int(pl.sq.len_q);
-    n_tiles = kt.end - kt.begin;
+    n_tiles = ko.end - ko.begin;
+    // Steps whose softmax has the logit transform and the mask check (the rest: neither).
+    n_generic = transform || prescale ? n_tiles : ko.masked;
     const int64_t len_k = pl.sq.len_k, wg_row0 = pl.m0 + T::kWgRows * c;
     const int64_t wg_pos0 = wg_row0 >> lp;
 
@@ -465,9 +476,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // the reference max moves, and O and l are rescaled, only when a row's tile max exceeds it
   // by more than 2^8 in P (a warp-uniform vote), so most tiles skip O's d-wide rescale. Returns
   // whether O needs the rescale by alpha (after the P·V in flight).
-  auto softmax = [&](int it, float (&sc)[kN / 2], float (&alpha)[2]) -> bool {
-    const int tile_n = kt.begin + it, n0 = tile_n * kN;
-    if (transform) {  // core/mask.h's Logit: softcap(scale x) - slope |diag - key|
+  auto softmax = [&](int it, float (&sc)[kN / 2], float (&alpha)[2], bool plain) -> bool {
+    const int tile_n = ko.tile(it), n0 = tile_n * kN;
+    if (plain) {
+    } else if (transform) {  // core/mask.h's Logit: softcap(scale x) - slope |diag - key|
 #pragma unroll
       for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
@@ -481,7 +493,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
       for (int i = 0; i < kN / 2; ++i) sc[i] *= p.softmax_scale * kLog2e;
     }
-    if (tile_n < um.begin || tile_n >= um.end) {
+    if (!plain && (tile_n < um.begin || tile_n >= um.end)) {
 #pragma unroll
       for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
@@ -637,7 +649,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         wgmma_wait<0>();
         wgmma_acc_fence(sc);
         release_k(it);
-        if (softmax(it, sc, alpha)) rescale(alpha);
+        if (softmax(it, sc, alpha, false)) rescale(alpha);
         pack(sc, pf);
         issue_pv(it, pf);
         wgmma_wait<0>();
@@ -668,9 +680,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         wgmma_wait<0>();
         wgmma_acc_fence(sc);
         release_k(0);
-        softmax(0, sc, alpha);  // O is not set yet: its rescale is moot
+        softmax(0, sc, alpha, false);  // O is not set yet: its rescale is moot
         pack(sc, pf);
-        for (int it = 1; it < n_tiles; ++it) {
+        auto step = [&](int it, float (&sc)[kN / 2], uint32_t (&pf)[kN / 16][4], bool plain) {
           turn_begin();
           issue_qk(it, sc);
           issue_pv(it - 1, pf);
@@ -678,14 +690,19 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           wgmma_wait<1>();  // Q·K(it)ᵀ done
           wgmma_acc_fence(sc);
           release_k(it);
-          const bool rescale_o = softmax(it, sc, alpha);
+          const bool rescale_o = softmax(it, sc, alpha, plain);
           wgmma_wait<0>();  // P·V(it - 1) done
           wgmma_acc_fence(o);
           wgmma_keep(pf);
           release_v(it - 1);
           if (rescale_o) rescale(alpha);
           pack(sc, pf);
-        }
+        };
+        // The masked steps (the key order's first), then, peeled, the rest without mask code.
+        int it = 1;
+        for (; it < n_generic; ++it) step(it, sc, pf, false);
+        if constexpr (kPeel)
+          for (; it < n_tiles; ++it) step(it, sc, pf, true);
         turn_begin();
         issue_pv(n_tiles - 1, pf);
         turn_end();

@@ -44,6 +44,32 @@ FA_HOST_DEVICE KeyTiles unmasked_key_tiles(const Visibility& vis, int64_t row0, 
   return {int(begin), int(end > begin ? end : begin)};
 }
 
+// The order in which a work tile visits its key tiles (producer and consumers alike): the
+// tiles that need the mask for some row of the work tile first (those past the unmasked range,
+// last to first: a causal tile's diagonal first; then those before it), then the unmasked ones in
+// order. The consumers then run the masked steps in one loop and the rest in a second one whose
+// softmax has no mask code (fwd_kernel.cuh, FA_TUNING_SM90_FWD_PEEL). `masked` counts the first
+// kind; tile(i) is the i-th tile visited, a permutation of [kt.begin, kt.end).
+struct KeyOrder {
+  int begin, end;  // the work tile's key tiles (KeyTiles)
+  int ub, ue;      // the unmasked ones, [ub, ue), clipped into [begin, end)
+  int masked;      // (end - ue) + (ub - begin); without peeling end - begin
+  FA_HOST_DEVICE int tile(int i) const {
+    const int back = end - ue;
+    return i < back ? end - 1 - i : i < masked ? begin + (i - back) : ub + (i - masked);
+  }
+};
+// kt: the work tile's key tiles; um: the ones no row of the work tile needs masked
+// (unmasked_key_tiles over all its rows). peel false: tiles in order, all counted masked (one
+// loop, the mask checked tile by tile).
+FA_HOST_DEVICE KeyOrder key_order(KeyTiles kt, KeyTiles um, bool peel) {
+  if (!peel) return {kt.begin, kt.end, kt.begin, kt.end, kt.end - kt.begin};  // tile(i): in order
+  const int ub = um.begin < kt.begin ? kt.begin : um.begin > kt.end ? kt.end : um.begin;
+  const int ue0 = um.end > kt.end ? kt.end : um.end;
+  const int ue = ue0 < ub ? ub : ue0;
+  return {kt.begin, kt.end, ub, ue, (kt.end - ue) + (ub - kt.begin)};
+}
+
 // A block's work item: one tile of kBlockM queries (128, or 192 with three consumer warpgroups)
 // of one (head, batch entry). The persistent kernel walks
 // tiles blockIdx.x, + gridDim.x, ...; tile numbers run m fastest inside a (head, batch entry), so
