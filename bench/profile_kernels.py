@@ -38,13 +38,15 @@ KERNEL_TIME_CALLS = 10
 
 
 def ours(lib, q, k, v, dout, causal, deterministic, stream):
-    """fa_forward, or (dout given) fa_backward after one fa_forward for its out and lse, as a
+    """fa_forward (with the workspace it asks for), or (dout given) fa_backward after one fa_forward for its out and lse, as a
     no-argument call (the closure keeps its tensors alive)."""
     out = torch.empty_like(q)
     lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda", dtype=torch.float32)
     if dout is None:
         p = fa_ctypes.forward_params(lib, q, k, v, out, lse, causal=causal)
-        return lambda keep=(out, lse): fa_ctypes.forward(lib, p, stream)
+        n = fa_ctypes.workspace_size(lib, p)  # the sm90 forward's tile counter
+        ws = torch.empty(max(n, 1), device="cuda", dtype=torch.uint8)
+        return lambda keep=(out, lse, ws): fa_ctypes.forward(lib, p, stream, ws.data_ptr(), n)
     grads = [torch.empty_like(x) for x in (q, k, v)]
     p = fa_ctypes.backward_params(lib, q, k, v, out, lse, dout, *grads, causal=causal,
                                   deterministic=deterministic)
