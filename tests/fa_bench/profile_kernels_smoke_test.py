@@ -2,7 +2,7 @@
 """bench/profile_kernels.py's control flow on stand-ins for torch and the library's ctypes
 wrapper: in the profiler mode every --backend makes --calls calls of the pass asked for (a
 backward after one forward for its inputs; SDPA inside its own kernel), on the grid's shape for
---d / --s; --kernel-times prints each case of --cases with each backend's kernels (the
+--d / --s, each of ours with the workspace its size query asked for; --kernel-times prints each case of --cases with each backend's kernels (the
 stand-in profiler's events); bad arguments are refused. Nothing is measured."""
 import contextlib
 import io
@@ -15,6 +15,8 @@ SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "b
                       "profile_kernels.py")
 CALLS = []   # every call: "flashattn-fwd", "flashattn-bwd", "fa2-fwd", "fa2-bwd", ...
 SHAPES = []  # every torch.randn shape
+WORKSPACES = []  # (pass, workspace bytes) of every call of ours
+FWD_WORKSPACE = 16  # what the stand-in's forward asks for (the sm90 forward's tile counter)
 STATE = {"sdpa": None, "profiling": None}
 failures = []
 
@@ -100,9 +102,16 @@ def install_stubs():
     fa.load = lambda path=None: path
     fa.forward_params = lambda lib, *a, **k: "fwd"
     fa.backward_params = lambda lib, *a, deterministic=False, **k: "bwd"
-    fa.workspace_size = lambda lib, p, backward=False: 0
-    fa.forward = lambda lib, p, stream=0, *a: call("flashattn-fwd")
-    fa.backward = lambda lib, p, stream=0, *a: call("flashattn-bwd")
+    fa.workspace_size = lambda lib, p, backward=False: 0 if backward else FWD_WORKSPACE
+
+    def forward(lib, p, stream=0, workspace=None, workspace_bytes=0):
+        WORKSPACES.append(("fwd", workspace_bytes))
+        call("flashattn-fwd")
+
+    def backward(lib, p, stream=0, workspace=None, workspace_bytes=0):
+        WORKSPACES.append(("bwd", workspace_bytes))
+        call("flashattn-bwd")
+    fa.forward, fa.backward = forward, backward
     for name, mod in (("torch", torch), ("torch.nn", nn), ("torch.nn.functional", functional),
                       ("torch.nn.attention", attention), ("fa_ctypes", fa)):
         sys.modules[name] = mod
@@ -110,7 +119,7 @@ def install_stubs():
 
 def run(args):
     """profile_kernels.py's main on args: (exit status, stdout)."""
-    del CALLS[:], SHAPES[:]
+    del CALLS[:], SHAPES[:], WORKSPACES[:]
     sys.argv = ["profile_kernels.py"] + args
     out = io.StringIO()
     code = 0
@@ -126,12 +135,16 @@ install_stubs()
 code, text = run([])
 check(code == 0 and CALLS == ["flashattn-fwd"] * 3, f"default: {code} {CALLS}")
 check(SHAPES == [(4, 4096, 16, 128)] * 3, f"default: shapes {SHAPES}")
+# The forward gets the workspace its size query asks for (a forward without one is refused).
+check(WORKSPACES == [("fwd", FWD_WORKSPACE)] * 3, f"default: workspaces {WORKSPACES}")
 
 code, text = run(["--op", "bwd", "--backend", "flashattn,fa2", "--d", "64", "--s", "1024",
                   "--calls", "2"])
 check(CALLS == ["flashattn-fwd", "fa2-fwd"] + ["flashattn-bwd"] * 2 + ["fa2-bwd"] * 2,
       f"bwd flashattn,fa2: {CALLS}")
 check(SHAPES[0] == (16, 1024, 32, 64), f"bwd: shape {SHAPES[0]}")
+check(WORKSPACES[0][0] == "fwd" and all(w[0] == "bwd" for w in WORKSPACES[1:]),
+      f"bwd: workspaces {WORKSPACES}")
 
 code, text = run(["--backend", "cudnn"])
 check(CALLS == ["cudnn-fwd"] * 3, f"fwd cudnn: {CALLS}")
