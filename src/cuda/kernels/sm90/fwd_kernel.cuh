@@ -25,6 +25,8 @@
 //
 // The consumers run one of three schedules (Schedule, below): one tile at a time, the
 // intra-warpgroup overlap, or the overlap with ping-pong between the two consumer warpgroups.
+// Under the last two a work tile visits its key tiles masked ones first (tile_plan.h's KeyOrder,
+// FwdTraits::kPeel) and runs the rest in a loop whose softmax has no mask or logit code.
 //
 // Served (sm90_fwd_refusal in fwd_sm90.h says why not otherwise): fp16 / bf16, head dims up to
 // the kernel's (64, 128, 256; columns past head_dim arrive as TMA zeros and are not stored),
@@ -504,8 +506,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // whether O needs the rescale by alpha (after the P·V in flight).
   auto softmax = [&](int it, float (&sc)[kN / 2], float (&alpha)[2], bool plain) -> bool {
     const int tile_n = ko.tile(it), n0 = tile_n * kN;
-    if (plain) {
-    } else if (transform) {  // core/mask.h's Logit: softcap(scale x) - slope |diag - key|
+    if (!plain && transform) {  // core/mask.h's Logit: softcap(scale x) - slope |diag - key|
 #pragma unroll
       for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
@@ -515,7 +516,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
           if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
           sc[4 * j + e] = x - slope[e / 2] * fabsf(float(diag[e / 2] - key));
         }
-    } else if (prescale) {
+    } else if (!plain && prescale) {
 #pragma unroll
       for (int i = 0; i < kN / 2; ++i) sc[i] *= p.softmax_scale * kLog2e;
     }
