@@ -95,8 +95,8 @@ struct FwdTraits {
   // The key tiles that need the mask visited first and the rest by a loop without mask or logit
   // code (FA_TUNING_SM90_FWD_PEEL; tile_plan.h's KeyOrder); the serial schedule keeps one loop,
   // and so does d 256, where O's 128 registers leave no room for a second copy of the step:
-  // ptxas spilled 316 / 648 bytes (stores / loads) against 60 / 104, and the H200 ran it 0.44x
-  // as fast at s 512, 0.86x at 4k (docs/performance-log.md, twenty-fifth session).
+  // ptxas spilled 316 / 648 bytes (stores / loads) against 60 / 104, and the H200 ran it 0.33-0.44x
+  // as fast at s 512, 0.77-0.86x at 4k (docs/performance-log.md, twenty-fifth session).
   static constexpr bool kPeel =
       FA_TUNING_SM90_FWD_PEEL != 0 && kSchedule_ != Schedule::kSerial && kHeadDim_ <= 128;
   using QTile = SwizzledTile<kBlockM, kHeadDim>;
