@@ -45,17 +45,19 @@
 #ifndef FA_TUNING_SM90_FWD_Q_BUFFERS
 #define FA_TUNING_SM90_FWD_Q_BUFFERS 2
 #endif
-// The sm90 forward's peeled key loop (compile-time): 1 visits a work tile's masked key tiles
-// first (a causal tile's diagonal, the ragged last tile, a window's edges) and runs the rest in
-// a loop whose softmax has no mask, softcap or ALiBi code; 0 (the ablation) runs one loop that
-// checks each tile.
+// The sm90 forward's peeled key loop (compile-time; d 64 and d 128, d 256 keeps one loop): 1
+// visits a work tile's masked key tiles first (a causal tile's diagonal, the ragged last tile, a
+// window's edges) and runs the rest in a loop whose softmax has no mask, softcap or ALiBi code;
+// 0 (the ablation) runs one loop that checks each tile. Measured on the H200 against 0, one run
+// (docs/performance-log.md, twenty-fifth session): +0 to +4%.
 #ifndef FA_TUNING_SM90_FWD_PEEL
 #define FA_TUNING_SM90_FWD_PEEL 1
 #endif
 // The sm90 forward's row max and row sum (compile-time): 0 (the default) folded left to right,
 // a chain of dependent FMNMX / FADD; 1 (the experiment) as balanced trees (fwd_kernel.cuh's
 // tree_reduce). ptxas's stall counts for the main loop barely move (d 128: 1428 -> 1439 cycles
-// a step: the exponentials then issue back to back and wait on each other instead).
+// a step: the exponentials then issue back to back and wait on each other instead); measured
+// 0.98-1.02x the default in one run.
 #ifndef FA_TUNING_SM90_FWD_TREE
 #define FA_TUNING_SM90_FWD_TREE 0
 #endif
