@@ -53,14 +53,6 @@
 #ifndef FA_TUNING_SM90_FWD_PEEL
 #define FA_TUNING_SM90_FWD_PEEL 1
 #endif
-// The sm90 forward's row max and row sum (compile-time): 0 (the default) folded left to right,
-// a chain of dependent FMNMX / FADD; 1 (the experiment) as balanced trees (fwd_kernel.cuh's
-// tree_reduce). ptxas's stall counts for the main loop barely move (d 128: 1428 -> 1439 cycles
-// a step: the exponentials then issue back to back and wait on each other instead); measured
-// 0.98-1.02x the default in one run.
-#ifndef FA_TUNING_SM90_FWD_TREE
-#define FA_TUNING_SM90_FWD_TREE 0
-#endif
 #ifndef FA_TUNING_SM90_FWD_TMA_STORE
 #define FA_TUNING_SM90_FWD_TMA_STORE 1
 #endif

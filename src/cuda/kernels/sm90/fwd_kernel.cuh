@@ -159,27 +159,6 @@ struct FwdMaps {
 // by more than this in log2 units (P then stays <= 2^8, far inside 16-bit and fp32 range).
 constexpr float kLazyRescaleLog2 = 8.f;
 
-// v[0] = f over v[0 .. kN) as a balanced tree (any kN >= 1): depth ceil(log2 kN) where a running
-// fold is kN - 1 deep. The softmax's row max and row sum under FA_TUNING_SM90_FWD_TREE (off by
-// default): the sum's chain of 70 dependent FADD held 416 of the main loop's 1428 static stall
-// cycles a step (ptxas's control bits, d 128).
-// (One level a template instance: every index a constant, so v stays in registers.)
-template <int kLen, int kN, class F>
-__device__ __forceinline__ float tree_reduce_levels(float (&v)[kN], F f) {
-  if constexpr (kLen == 1) {
-    return v[0];
-  } else {
-    constexpr int kHalf = (kLen + 1) / 2;  // an odd level's middle value waits for the next
-#pragma unroll
-    for (int i = 0; i < kLen / 2; ++i) v[i] = f(v[i], v[i + kHalf]);
-    return tree_reduce_levels<kHalf>(v, f);
-  }
-}
-template <int kN, class F>
-__device__ __forceinline__ float tree_reduce(float (&v)[kN], F f) {
-  return tree_reduce_levels<kN>(v, f);
-}
-
 template <int kN>
 __device__ __forceinline__ float (&frag4(float (&acc)[kN], int j))[4] {
   return *reinterpret_cast<float(*)[4]>(&acc[4 * j]);
@@ -195,7 +174,6 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   constexpr int kQB = T::kQBuffers;
   constexpr bool kQ2 = kQB == 2;  // two Q buffers: the staged epilogue, Q released after it
   constexpr bool kPeel = T::kPeel;  // the masked key tiles first, the rest without mask code
-  constexpr bool kTree = FA_TUNING_SM90_FWD_TREE != 0;  // the softmax's row reductions as trees
   const uint32_t smem0 = smem_addr(smem);
   auto sQ = [&](int b) { return smem0 + uint32_t(b * T::kQBytes); };
   auto sK = [&](int s) { return smem0 + uint32_t(kQB * T::kQBytes + 2 * s * T::kKvBytes); };
@@ -534,16 +512,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float m = -INFINITY;
-      if constexpr (kTree) {
-        float v[kN / 8];
 #pragma unroll
-        for (int j = 0; j < kN / 8; ++j) v[j] = fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]);
-        m = tree_reduce(v, [](float a, float b) { return fmaxf(a, b); });
-      } else {
-#pragma unroll
-        for (int j = 0; j < kN / 8; ++j)
-          m = fmaxf(m, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
-      }
+      for (int j = 0; j < kN / 8; ++j)
+        m = fmaxf(m, fmaxf(sc[4 * j + 2 * r], sc[4 * j + 2 * r + 1]));
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
       tile_max[r] = m;
@@ -569,14 +540,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         for (int e = 0; e < 2; ++e) {
           const float pr = exp2_fast(fmaf(sc[4 * j + 2 * r + e], c_log2, -m_scaled));
           sc[4 * j + 2 * r + e] = pr;
-          if constexpr (!kTree) sum += pr;
+          sum += pr;
         }
-      if constexpr (kTree) {
-        float v[kN / 8];
-#pragma unroll
-        for (int j = 0; j < kN / 8; ++j) v[j] = sc[4 * j + 2 * r] + sc[4 * j + 2 * r + 1];
-        sum = tree_reduce(v, [](float a, float b) { return a + b; });
-      }
       l[r] += sum;
     }
     // Dropout after the row sums took the undropped P; kept values stay unscaled (the
@@ -722,7 +687,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         release_k(0);
         softmax(0, sc, alpha, false);  // O is not set yet: its rescale is moot
         pack(sc, pf);
-        auto step = [&](int it, float (&sc)[kN / 2], uint32_t (&pf)[kN / 16][4], bool plain) {
+        auto step = [&](int it, bool plain) {
           turn_begin();
           issue_qk(it, sc);
           issue_pv(it - 1, pf);
@@ -740,9 +705,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         };
         // The masked steps (the key order's first), then, peeled, the rest without mask code.
         int it = 1;
-        for (; it < n_generic; ++it) step(it, sc, pf, false);
+        for (; it < n_generic; ++it) step(it, false);
         if constexpr (kPeel)
-          for (; it < n_tiles; ++it) step(it, sc, pf, true);
+          for (; it < n_tiles; ++it) step(it, true);
         turn_begin();
         issue_pv(n_tiles - 1, pf);
         turn_end();
