@@ -17,7 +17,10 @@
 #include "gpu_support.h"
 
 #ifdef FA_TEST_CUDA
+#include <cuda_runtime.h>
+
 #include "api/internal.h"
+#include "cuda/kvcache.h"
 #endif
 
 namespace fa::test {
@@ -25,9 +28,10 @@ namespace {
 
 #ifdef FA_TEST_CUDA
 
-Tuning kvcache_everywhere() {
+Tuning kvcache_everywhere(bool ws) {
   Tuning t;
   t.kvcache_all = true;
+  t.kvcache_ws = ws;
   return t;
 }
 
@@ -87,20 +91,23 @@ class GpuKvFamily : public ::testing::TestWithParam<Case> {};
 TEST_P(GpuKvFamily, PlainCallsMatchReference) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
-  const Tuning t = kvcache_everywhere();
-  for (const int splits : {1, 3, 128}) {
-    SCOPED_TRACE(::testing::Message() << "num_splits " << splits);
-    Problem pr(GetParam());
-    DeviceProblem dev(pr, FA_BACKEND_AUTO), no_lse(pr, FA_BACKEND_AUTO);
-    dev.p.num_splits = splits;
-    no_lse.p.num_splits = splits;
-    ASSERT_EQ(family(dev.p, t), "cuda-kvcache");
-    run_pass(dev.p, false, &t);
-    no_lse.p.lse.data = nullptr;
-    run_pass(no_lse.p, false, &t);
-    if (HasFatalFailure()) return;
-    EXPECT_EQ(dev.out.bytes(pr.out), no_lse.out.bytes(pr.out)) << "out without lse";
-    expect_device_results(pr, dev, false);
+  // Both attention kernels: the warp-specialised one (sm90's default) and the sm80-instruction one.
+  for (const bool ws : {true, false}) {
+    const Tuning t = kvcache_everywhere(ws);
+    for (const int splits : {1, 3, 128}) {
+      SCOPED_TRACE(::testing::Message() << "num_splits " << splits << (ws ? " ws" : " sm80"));
+      Problem pr(GetParam());
+      DeviceProblem dev(pr, FA_BACKEND_AUTO), no_lse(pr, FA_BACKEND_AUTO);
+      dev.p.num_splits = splits;
+      no_lse.p.num_splits = splits;
+      ASSERT_EQ(family(dev.p, t), "cuda-kvcache");
+      run_pass(dev.p, false, &t);
+      no_lse.p.lse.data = nullptr;
+      run_pass(no_lse.p, false, &t);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(dev.out.bytes(pr.out), no_lse.out.bytes(pr.out)) << "out without lse";
+      expect_device_results(pr, dev, false);
+    }
   }
 }
 
@@ -224,6 +231,19 @@ TEST(GpuKvHostile, CheckedRefusedUncheckedClamped) {
       }
     }
   }
+}
+
+// On sm90 the family runs its warp-specialised kernel (gpu-check builds sm_90a): the build holds
+// it and the knob's default picks it.
+TEST(GpuKvFamilyDispatch, Sm90RunsTheWarpSpecialisedKernel) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+  int device = 0, major = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
+  if (major < 9) GTEST_SKIP() << "not an sm90 device";
+  EXPECT_TRUE(cuda::kvcache::ws_built());
+  EXPECT_TRUE(Tuning{}.kvcache_ws);
 }
 
 // Which family takes what: by default plain calls stay with the flash families and a split call

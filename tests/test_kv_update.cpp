@@ -560,7 +560,8 @@ void run_call_gpu(KvProblem& pr, const Tuning& tuning) {
 
 void check_case_gpu(KvCase c, const Tuning& tuning) {
   if (c.dtype == FA_DTYPE_FP32) c.dtype = FA_DTYPE_BF16;  // the CUDA kernels take 16-bit inputs
-  SCOPED_TRACE(c.name() + " cuda" + (tuning.kvcache_pdl ? " pdl" : ""));
+  SCOPED_TRACE(c.name() + " cuda" + (tuning.kvcache_ws ? " ws" : " sm80") +
+               (tuning.kvcache_pdl ? " pdl" : ""));
   KvProblem pr(c);
   HostTensor k_want = copy_of(pr.k_cache), v_want = copy_of(pr.v_cache);
   expected_caches(pr, k_want, v_want);
@@ -625,11 +626,13 @@ class GpuKvUpdate : public ::testing::TestWithParam<KvCase> {};
 TEST_P(GpuKvUpdate, CacheBytesAndAccuracyRule) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
-  // As the library ships, then with the kernels as programmatic dependent launches (sm90; the
-  // knob is off by default until measured).
-  for (const bool pdl : {false, true}) {
+  // As the library ships, with the kernels as programmatic dependent launches (sm90; the knob is
+  // off by default until measured), and with the sm80-instruction attention kernel (sm90 runs the
+  // warp-specialised one by default).
+  for (const int variant : {0, 1, 2}) {
     Tuning t;
-    t.kvcache_pdl = pdl;
+    t.kvcache_pdl = variant == 1;
+    t.kvcache_ws = variant != 2;
     check_case_gpu(GetParam(), t);
   }
 }

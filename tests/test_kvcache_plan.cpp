@@ -13,6 +13,7 @@ namespace fa::cuda::kvcache {
 namespace {
 
 constexpr int kH200Sms = 132, kH200Optin = 232448;  // 227 KB
+constexpr Shape kSm80 = sm80_shape(128);
 
 TEST(KvCachePlan, SharedMemoryFitsEveryPart) {
   for (int d : {32, 64, 96, 128, 160, 192, 224, 256}) {
@@ -24,18 +25,18 @@ TEST(KvCachePlan, SharedMemoryFitsEveryPart) {
 
 TEST(KvCachePlan, RowTilesPackTheGroup) {
   // 32 query heads over 8: 4 rows a query; 1 query -> 1 tile, 5 queries -> 2 tiles.
-  EXPECT_EQ(make_plan(1, 8, 1, 4, 4096, 1, 128, kH200Sms, kH200Optin).row_tiles, 1);
-  EXPECT_EQ(make_plan(1, 8, 5, 4, 4096, 1, 128, kH200Sms, kH200Optin).row_tiles, 2);
+  EXPECT_EQ(make_plan(1, 8, 1, 4, 4096, 1, kSm80, kH200Sms, kH200Optin).row_tiles, 1);
+  EXPECT_EQ(make_plan(1, 8, 5, 4, 4096, 1, kSm80, kH200Sms, kH200Optin).row_tiles, 2);
   // MQA with 32 heads: 32 rows a query, 2 tiles.
-  EXPECT_EQ(make_plan(2, 1, 1, 32, 4096, 1, 128, kH200Sms, kH200Optin).row_tiles, 2);
-  EXPECT_EQ(make_plan(2, 1, 1, 32, 4096, 1, 128, kH200Sms, kH200Optin).blocks, 4);
+  EXPECT_EQ(make_plan(2, 1, 1, 32, 4096, 1, kSm80, kH200Sms, kH200Optin).row_tiles, 2);
+  EXPECT_EQ(make_plan(2, 1, 1, 32, 4096, 1, kSm80, kH200Sms, kH200Optin).blocks, 4);
 }
 
 TEST(KvCachePlan, ForcedSplitsAreCapped) {
-  EXPECT_EQ(make_plan(1, 8, 1, 4, 4096, 7, 128, kH200Sms, kH200Optin).splits, 7);
-  EXPECT_EQ(make_plan(1, 8, 1, 4, 1 << 20, 500, 128, kH200Sms, kH200Optin).splits, kMaxSplits);
+  EXPECT_EQ(make_plan(1, 8, 1, 4, 4096, 7, kSm80, kH200Sms, kH200Optin).splits, 7);
+  EXPECT_EQ(make_plan(1, 8, 1, 4, 1 << 20, 500, kSm80, kH200Sms, kH200Optin).splits, kMaxSplits);
   // More parts than key tiles: one part a tile.
-  EXPECT_EQ(make_plan(1, 8, 1, 4, 40, 128, 128, kH200Sms, kH200Optin).splits, 3);
+  EXPECT_EQ(make_plan(1, 8, 1, 4, 40, 128, kSm80, kH200Sms, kH200Optin).splits, 3);
 }
 
 TEST(KvCachePlan, HeuristicFillsTheResidentBlocks) {
@@ -44,17 +45,17 @@ TEST(KvCachePlan, HeuristicFillsTheResidentBlocks) {
   ASSERT_EQ(per_sm, 3);
   // batch 1, 8 kv heads, 32k keys: 8 blocks -> 49 parts, 392 blocks in one wave (50 would be
   // 400, a second wave of 4; 99 parts fill two waves, no more than 3% better).
-  EXPECT_EQ(make_plan(1, 8, 1, 4, 32768, 0, 128, kH200Sms, kH200Optin).splits, 49);
+  EXPECT_EQ(make_plan(1, 8, 1, 4, 32768, 0, kSm80, kH200Sms, kH200Optin).splits, 49);
   // 1k keys: at most 1024 / 256 = 4 parts.
-  EXPECT_EQ(make_plan(1, 8, 1, 4, 1024, 0, 128, kH200Sms, kH200Optin).splits, 4);
+  EXPECT_EQ(make_plan(1, 8, 1, 4, 1024, 0, kSm80, kH200Sms, kH200Optin).splits, 4);
   // Below two parts' worth of keys: no split.
-  EXPECT_EQ(make_plan(1, 8, 1, 4, 300, 0, 128, kH200Sms, kH200Optin).splits, 1);
+  EXPECT_EQ(make_plan(1, 8, 1, 4, 300, 0, kSm80, kH200Sms, kH200Optin).splits, 1);
   // 512 blocks (batch 64, 8 kv heads) are 1.3 waves: 3 parts make 1536, 3.9 waves.
-  EXPECT_EQ(make_plan(64, 8, 1, 4, 4096, 0, 128, kH200Sms, kH200Optin).splits, 3);
+  EXPECT_EQ(make_plan(64, 8, 1, 4, 4096, 0, kSm80, kH200Sms, kH200Optin).splits, 3);
   // From four waves on, no split (batch 64, 32 kv heads: 2048 blocks, 5.2 waves).
-  EXPECT_EQ(make_plan(64, 32, 1, 1, 4096, 0, 128, kH200Sms, kH200Optin).splits, 1);
+  EXPECT_EQ(make_plan(64, 32, 1, 1, 4096, 0, kSm80, kH200Sms, kH200Optin).splits, 1);
   // One block, a huge cache: the smallest count within 3% of kMaxSplits' one wave.
-  EXPECT_EQ(make_plan(1, 1, 1, 1, 1 << 24, 0, 128, kH200Sms, kH200Optin).splits, 125);
+  EXPECT_EQ(make_plan(1, 1, 1, 1, 1 << 24, 0, kSm80, kH200Sms, kH200Optin).splits, 125);
 }
 
 // The heuristic's choice against every count it could make: never more than 3% slower by its
@@ -64,9 +65,9 @@ TEST(KvCachePlan, HeuristicIsTheSmallestWithinThreePercent) {
   for (int64_t batch : {1, 2, 3, 8, 13, 32, 64})
     for (int64_t heads : {1, 8, 32})
       for (int64_t keys : {512, 4096, 65536}) {
-        const Plan pl = make_plan(batch, heads, 1, 4, keys, 0, 128, kH200Sms, kH200Optin);
+        const Plan pl = make_plan(batch, heads, 1, 4, keys, 0, kSm80, kH200Sms, kH200Optin);
         SCOPED_TRACE(std::to_string(batch) + " x " + std::to_string(heads) + " x " + std::to_string(keys));
-        const int64_t cap = std::min<int64_t>(keys / min_keys_per_split(128), kMaxSplits);
+        const int64_t cap = std::min<int64_t>(keys / kSm80.min_keys, kMaxSplits);
         if (pl.blocks >= kSplitWavesBelow * workers || cap <= 1) {
           EXPECT_EQ(pl.splits, 1);
           continue;
@@ -79,6 +80,36 @@ TEST(KvCachePlan, HeuristicIsTheSmallestWithinThreePercent) {
         EXPECT_LE(cost(pl.splits), 1.03 * best + 1e-12);
         for (int64_t n = 1; n < pl.splits; ++n) EXPECT_GT(cost(n), 1.03 * best - 1e-12) << n;
       }
+}
+
+// The warp-specialised variant: its ring in shared memory (two blocks an SM to d 160, one
+// above), and the parts its heuristic gives the decode benchmark's batch-1 cells.
+TEST(KvCachePlan, WarpSpecialisedVariant) {
+  for (int d : {32, 64, 96, 128, 160, 192, 224, 256}) {
+    SCOPED_TRACE(d);
+    const int blocks = ws_blocks_per_sm(d);
+    EXPECT_GE(ws_stages(d), 2);
+    EXPECT_LE(ws_stages(d), kWsMaxStages);
+    EXPECT_EQ(ws_smem_bytes(d), ws_q_bytes(d) + ws_stages(d) * ws_stage_bytes(d) +
+                                    ws_barrier_bytes(ws_stages(d)));
+    // The blocks fit an SM's 228 KB with 1 KB reserved each, and a stage more would not.
+    EXPECT_LE(blocks * (ws_smem_bytes(d) + 1024), 228 * 1024);
+    if (ws_stages(d) < kWsMaxStages)
+      EXPECT_GT(blocks * (ws_smem_bytes(d) + ws_stage_bytes(d) + 1024), 228 * 1024);
+    EXPECT_GE(kH200Optin / ws_smem_bytes(d), blocks);
+  }
+  EXPECT_EQ(ws_stages(128), 6);
+  EXPECT_EQ(ws_stages(256), 6);
+  EXPECT_EQ(ws_stages(64), kWsMaxStages);
+  const Shape ws = ws_shape(128);
+  EXPECT_EQ(ws.block_n, 32);
+  EXPECT_EQ(ws.threads, 160);
+  // Batch 1, 8 kv heads: 264 resident blocks. 128k keys -> 33 parts (one full wave); 4k keys ->
+  // 4096 / 256 = 16 parts (the keys' limit).
+  EXPECT_EQ(make_plan(1, 8, 1, 4, 131072, 0, ws, kH200Sms, kH200Optin).splits, 33);
+  EXPECT_EQ(make_plan(1, 8, 1, 4, 4096, 0, ws, kH200Sms, kH200Optin).splits, 16);
+  // A forced count is capped at one part a 32-key tile.
+  EXPECT_EQ(make_plan(1, 8, 1, 4, 40, 128, ws, kH200Sms, kH200Optin).splits, 2);
 }
 
 TEST(KvCachePlan, WorkspaceLayout) {

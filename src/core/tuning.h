@@ -68,6 +68,9 @@
 #ifndef FA_TUNING_KVCACHE_ALL
 #define FA_TUNING_KVCACHE_ALL 0
 #endif
+#ifndef FA_TUNING_KVCACHE_WS
+#define FA_TUNING_KVCACHE_WS 1
+#endif
 #ifndef FA_TUNING_KVCACHE_PDL
 #define FA_TUNING_KVCACHE_PDL 0
 #endif
@@ -133,6 +136,11 @@ struct Tuning {
   // (kvcache_launch.cuh): their blocks start while the kernel ahead finishes, hiding a launch
   // gap each in a decode step (b1 x 4k: 20 us a call against cuDNN's 15). Off until measured.
   bool kvcache_pdl = FA_TUNING_KVCACHE_PDL != 0;
+  // cuda-kvcache's attention kernel on sm90: the warp-specialised variant (a producer warp's
+  // cp.async stream through a ring of up to 8 stages shared by four consumer warps,
+  // kvcache_ws_kernel.cuh), or off, the sm80-instruction one (each warp its own two stages) that
+  // every other architecture runs.
+  bool kvcache_ws = FA_TUNING_KVCACHE_WS != 0;
 };
 
 // What a call's launchers need beyond its Params: the device's properties (queried once per

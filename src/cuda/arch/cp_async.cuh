@@ -33,6 +33,22 @@ __device__ __forceinline__ void cp_async_commit() {
 #endif
 }
 
+// An arrival on the mbarrier at smem address bar once every cp.async this thread has issued so
+// far has landed (.noinc: the arrival is one of those the barrier was initialised to expect), so
+// that threads other than the copier can wait for the data (a producer warp's ring stages).
+__device__ __forceinline__ void cp_async_mbar_arrive(uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
+// Every cp.async this thread has issued landed.
+__device__ __forceinline__ void cp_async_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
 // Wait until at most N committed groups are still in flight.
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {

@@ -1,0 +1,152 @@
+// The cuda-kvcache family's warp-specialised attention kernel (sm90; Tuning::kvcache_ws), the
+// same block and arithmetic as kvcache_kernel.cuh's kv_fwd_kernel with its loads taken off the
+// arithmetic's warps.
+//
+// A decode step is bound by the bytes in flight: the sm80-instruction kernel's warps each issue
+// their next tile only between two of their own tiles, so about one 16-key tile a warp (96 KB an
+// SM) is in flight, and its b1 x 128k step read 3.1 TB/s against cuDNN's 4.2. Here one producer
+// warp streams the block's 32-key tiles through a ring of ws_stages(d) stages (6 at d 128, 96 KB)
+// with cp.async, each stage's copies completing on its `full` mbarrier
+// (cp.async.mbarrier.arrive); four consumer warps take tiles j = w, w + 4, ... , wait on the
+// stage's `full`, run the sm80 forward's Q·Kᵀ, online softmax and P·V on it and release it on its
+// `empty` mbarrier. The producer refills a stage as soon as it is released, so the ring stays
+// full (two blocks an SM: up to 190 KB in flight). The consumers then merge as the other variant
+// does (kv_block.cuh, merge_store), over the ring.
+//
+// One block = (16 packed query rows, kv head, batch entry, split part), as kv_fwd_kernel's grid.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/params.h"
+#include "cuda/arch/cp_async.cuh"
+#include "cuda/arch/griddep.cuh"
+#include "cuda/arch/ldmatrix.cuh"
+#include "cuda/arch/sync.cuh"
+#include "cuda/arch/tma.cuh"
+#include "cuda/kernels/kvcache/kv_block.cuh"
+#include "cuda/kernels/kvcache/kv_seq.cuh"
+#include "cuda/kernels/kvcache/plan.h"
+#include "cuda/kernels/sm80/fwd_tile.cuh"
+#include "cuda/tile/swizzle.h"
+
+namespace fa::cuda::kvcache {
+
+template <int kHeadDim_, typename Tag_>
+struct KvWsTraits {
+  using Tag = Tag_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr bool kDropout = false;       // (the sm80 parts read it) the family has none
+  static constexpr int kMTiles = 1;             // one m16 tile: the block's 16 packed rows
+  static constexpr int kRowsPerWarp = kBlockM;  // every consumer computes the block's 16 rows
+  static constexpr int kBlockN = kWsBlockN;     // 32 keys: one row a producer lane
+  static constexpr int kConsumers = kWsConsumers;
+  static constexpr int kStages = ws_stages(kHeadDim);
+  static constexpr int kThreads = 32 * (kConsumers + 1);  // the producer warp last
+  using QTile = SwizzledTile<kBlockM, kHeadDim>;
+  using KvTile = SwizzledTile<kBlockN, kHeadDim>;
+  static constexpr int kStageElems = 2 * KvTile::kElems;  // K then V
+  static constexpr int kBarrierOffset = 2 * (QTile::kElems + kStages * kStageElems);  // bytes
+  static constexpr int kSmemBytes = kBarrierOffset + int(ws_barrier_bytes(kStages));
+  // Blocks an SM at most, for the register cap: two at d 128 / 256, three at d 64.
+  static constexpr int kMinBlocks = int(kSm90SmemPerBlock / kSmemBytes) < 1 ? 1 : int(kSm90SmemPerBlock / kSmemBytes);
+  static_assert(kSmemBytes == ws_smem_bytes(kHeadDim), "plan.h's shared-memory figure");
+  static_assert(kStages >= 2 && kSmemBytes <= kSm90SmemPerBlock, "a ring of two stages fits");
+  static_assert(4 * merge_floats<kHeadDim, kConsumers>() <= 2 * kStages * kStageElems,
+                "the merge fits over the ring");
+};
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
+    kv_ws_kernel(const __grid_constant__ Params p, const KvArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using QTile = typename T::QTile;
+  using KvTile = typename T::KvTile;
+  constexpr int kC = T::kConsumers, kN = T::kBlockN, kS = T::kStages;
+  extern __shared__ __align__(128) uint16_t smem[];
+  uint16_t* sQ = smem;
+  uint16_t* ring = smem + QTile::kElems;  // stage s: K at ring + s kStageElems, V after it
+  const uint32_t bars = smem_addr(reinterpret_cast<char*>(smem) + T::kBarrierOffset);
+  const auto full = [&](int s) { return bars + 8u * uint32_t(s); };
+  const auto empty = [&](int s) { return bars + 8u * uint32_t(kS + s); };
+  const uint32_t q_full = bars + 8u * uint32_t(2 * kS);
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tile = int(blockIdx.x % unsigned(a.row_tiles)), split = int(blockIdx.x / unsigned(a.row_tiles));
+  const int64_t hk = blockIdx.y, b = blockIdx.z;
+  // As kv_fwd_kernel: launched as a programmatic dependent, the combine may start once every block
+  // runs, and nothing is read before the kernel ahead on the stream has completed.
+  grid_launch_dependents();
+  grid_dependency_wait();
+  const KvSeq sq = kv_sequence(p, b);
+  const int rows_total = sq.len_q * a.group, r0 = tile * kBlockM;
+  if (r0 >= rows_total) return;  // past this sequence's rows (packed batches: a shorter one)
+
+  if (tid == 0) {
+    // A stage's copies are the producer's 32 lanes' (one arrival each once its copies land); a
+    // release is one consumer warp's (its lane 0, after the warp's reads).
+    for (int s = 0; s < kS; ++s) {
+      mbar_init(full(s), 32);
+      mbar_init(empty(s), 1);
+    }
+    mbar_init(q_full, 32);
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  const BlockKeys keys = block_keys<kN>(p, a, sq, b, hk, r0, rows_total, split, lane / 4);
+  const int n_tiles = (keys.key_hi - keys.key_lo + kN - 1) / kN;
+
+  if (warp == kC) {  // the producer: Q, then tile j into stage j % kS once its last use is released
+    copy_q_tile<T>(p, a, sq, b, hk, r0, rows_total, sQ, lane, 32);
+    cp_async_mbar_arrive(q_full);
+    for (int j = 0, s = 0, use = 0; j < n_tiles; ++j) {
+      if (use > 0) mbar_wait(empty(s), uint32_t(use - 1) & 1u);
+      uint16_t* sK = ring + s * T::kStageElems;
+      copy_kv_tile<T>(p, sq, b, hk, keys.key_lo + j * kN, keys.key_hi, sK, sK + KvTile::kElems, lane);
+      cp_async_mbar_arrive(full(s));
+      if (++s == kS) s = 0, ++use;
+    }
+    cp_async_wait_all();  // the block outlives this warp's copies
+    return;
+  }
+
+  // A consumer: tiles warp, warp + kC, ...
+  float o[1][T::kHeadDim / 8][4];
+#pragma unroll
+  for (int nd = 0; nd < T::kHeadDim / 8; ++nd) o[0][nd][0] = o[0][nd][1] = o[0][nd][2] = o[0][nd][3] = 0.f;
+  sm80::FwdState<1> st;
+  st.m[0][0] = st.m[0][1] = sm80::kNegInf;
+  st.l[0][0] = st.l[0][1] = 0.f;
+  const auto q_lane = sm80::a_lane<QTile>(lane);
+  const auto k_lane = sm80::bt_lane<KvTile>(lane);
+  const auto v_lane = sm80::a_lane<KvTile>(lane);
+  mbar_wait(q_full, 0);
+  for (int j = warp; j < n_tiles; j += kC) {
+    const int s = j % kS;
+    mbar_wait(full(s), uint32_t(j / kS) & 1u);
+    const uint32_t sK = smem_addr(ring + s * T::kStageElems);
+    const uint32_t sV = sK + 2 * KvTile::kElems;
+    float sc[1][kN / 8][4];  // S: (16, 32) fp32, this warp's tile
+    sm80::QkGemm<T>{smem_addr(sQ), sK, q_lane, k_lane, 0}.run(sc);
+    kv_transform_mask<T>(p, keys, keys.key_lo + j * kN, sc, lane);
+    sm80::softmax_update<T>(sc, o, st, keys.scale_log2);
+    sm80::PackedP<T> pp;
+    sm80::pack_p<T>(sc, pp);
+    sm80::PvGemm<T>{sV, v_lane}.run(o, pp);
+    __syncwarp();  // every lane's reads of the stage done
+    if (lane == 0) mbar_arrive(empty(s));
+  }
+  // Every consumer done with the ring (and every copy landed: each was waited for), so the
+  // merge's scratch goes over it.
+  named_barrier_sync(NamedBarrier::kKvConsumers, 32 * kC);
+  merge_store<T, kC>(p, a, sq, b, hk, r0, rows_total, split, keys, st, o,
+                     reinterpret_cast<float*>(ring), tid, [] {
+                       named_barrier_sync(NamedBarrier::kKvConsumers, 32 * kC);
+                     });
+#endif
+}
+
+}  // namespace fa::cuda::kvcache
