@@ -126,35 +126,45 @@ __device__ __forceinline__ void copy_q_tile(const Params& p, const KvArgs& a, co
   }
 }
 
-// One warp's copy of the K and V rows of keys [k0, k0 + kBlockN) into sK and sV (T::KvTile
-// layouts), cp.async (the caller commits or arrives). Lane j < kBlockN looks up key k0 + j's cache
-// row (a paged cache's block table, cache_batch_idx; kv_seq.cuh) and the copy's lanes take their
-// row's address by shuffle, 16 lanes a row, so a page of any size costs what a dense row does.
-// Keys from key_hi and columns past head_dim arrive as zeros (finite, so a masked score's P = 0
-// times them stays 0).
+// The K and V rows of a tile of keys [k0, k0 + kBlockN) as one warp holds them: lane j < kBlockN
+// has key k0 + j's element offsets in k and v (a paged cache's block table and cache_batch_idx
+// looked up, kv_seq.cuh); rows_ok has bit j set for the keys below key_hi.
+struct KvRows {
+  int64_t ok, ov;
+  unsigned rows_ok;
+};
 template <class T>
-__device__ __forceinline__ void copy_kv_tile(const Params& p, const KvSeq& sq, int64_t b,
-                                             int64_t hk, int k0, int key_hi, uint16_t* sK,
-                                             uint16_t* sV, int lane) {
+__device__ __forceinline__ KvRows lookup_rows(const Params& p, const KvSeq& sq, int64_t b,
+                                              int64_t hk, int k0, int key_hi, int lane) {
+  static_assert(T::kBlockN % 16 == 0 && T::kBlockN <= 32, "a tile's rows are looked up by one lane each");
+  KvRows r{0, 0, 0u};
+  const bool row_ok = lane < T::kBlockN && k0 + lane < key_hi;
+  if (row_ok) {
+    const int row = sq.k_start + k0 + lane;  // the cache row of this lane's key
+    r.ok = cache_row_offset(p, p.k, b, row, hk);
+    r.ov = cache_row_offset(p, p.v, b, row, hk);
+  }
+  r.rows_ok = __ballot_sync(0xffffffffu, row_ok);
+  return r;
+}
+
+// One warp's copy of a tile's K and V rows (lookup_rows) into sK and sV (T::KvTile layouts),
+// cp.async (the caller commits or arrives): the copy's lanes take their row's offsets by shuffle,
+// 16 lanes a row, so a page of any size costs what a dense row does. Keys from key_hi and
+// columns past head_dim arrive as zeros (finite, so a masked score's P = 0 times them stays 0).
+template <class T>
+__device__ __forceinline__ void copy_rows(const Params& p, const KvRows& rows, uint16_t* sK,
+                                          uint16_t* sV, int lane) {
   constexpr int kN = T::kBlockN, kCpr = T::kHeadDim / 8;
-  static_assert(kN % 16 == 0 && kN <= 32, "a tile's rows are looked up by one lane each");
   static_assert((kN * kCpr) % 32 == 0, "every lane copies as many chunks");
   const int d = int(p.head_dim);
   const uint16_t* kbase = static_cast<const uint16_t*>(p.k.data);
   const uint16_t* vbase = static_cast<const uint16_t*>(p.v.data);
-  int64_t ok = 0, ov = 0;
-  const bool row_ok = lane < kN && k0 + lane < key_hi;
-  if (row_ok) {
-    const int row = sq.k_start + k0 + lane;  // the cache row of this lane's key
-    ok = cache_row_offset(p, p.k, b, row, hk);
-    ov = cache_row_offset(p, p.v, b, row, hk);
-  }
-  const unsigned rows_ok = __ballot_sync(0xffffffffu, row_ok);
 #pragma unroll
   for (int i = 0; i < kN * kCpr / 32; ++i) {
     const int c = lane + 32 * i, r = c / kCpr, col = (c % kCpr) * 8;
-    const int64_t rk = __shfl_sync(0xffffffffu, ok, r), rv = __shfl_sync(0xffffffffu, ov, r);
-    const bool valid = ((rows_ok >> r) & 1u) != 0 && col < d;
+    const int64_t rk = __shfl_sync(0xffffffffu, rows.ok, r), rv = __shfl_sync(0xffffffffu, rows.ov, r);
+    const bool valid = ((rows.rows_ok >> r) & 1u) != 0 && col < d;
     cp_async_16(smem_addr(sK + T::KvTile::offset(r, col)), valid ? kbase + rk + col : kbase, valid);
     cp_async_16(smem_addr(sV + T::KvTile::offset(r, col)), valid ? vbase + rv + col : vbase, valid);
   }

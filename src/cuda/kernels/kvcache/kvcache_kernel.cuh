@@ -102,8 +102,8 @@ __global__ void __launch_bounds__(T::kThreads) kv_fwd_kernel(const __grid_consta
   uint16_t* ring = smem + QTile::kElems + warp * T::kWarpElems;
   auto load_kv = [&](int i, int stage) {
     uint16_t* sK = ring + stage * 2 * KvTile::kElems;
-    copy_kv_tile<T>(p, sq, b, hk, key_lo + (warp + i * kW) * kN, key_hi, sK, sK + KvTile::kElems,
-                    lane);
+    copy_rows<T>(p, lookup_rows<T>(p, sq, b, hk, key_lo + (warp + i * kW) * kN, key_hi, lane), sK,
+                 sK + KvTile::kElems, lane);
   };
 #pragma unroll
   for (int i = 0; i < kS - 1; ++i) {

@@ -102,10 +102,20 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   if (warp == kC) {  // the producer: Q, then tile j into stage j % kS once its last use is released
     copy_q_tile<T>(p, a, sq, b, hk, r0, rows_total, sQ, lane, 32);
     cp_async_mbar_arrive(q_full);
+    // Rows looked up two tiles ahead of the copies: a paged cache's block-table reads (one
+    // dependent load a tile) overlap the waits for free stages instead of delaying each copy
+    // (with no look-ahead, pages of 16 ran at 0.83-0.89x the dense cache's rate).
+    const auto rows_of = [&](int j) {
+      return lookup_rows<T>(p, sq, b, hk, keys.key_lo + j * kN, keys.key_hi, lane);
+    };
+    KvRows ahead0 = rows_of(0), ahead1 = rows_of(1);
     for (int j = 0, s = 0, use = 0; j < n_tiles; ++j) {
+      const KvRows rows = ahead0;
+      ahead0 = ahead1;
+      if (j + 2 < n_tiles) ahead1 = rows_of(j + 2);
       if (use > 0) mbar_wait(empty(s), uint32_t(use - 1) & 1u);
       uint16_t* sK = ring + s * T::kStageElems;
-      copy_kv_tile<T>(p, sq, b, hk, keys.key_lo + j * kN, keys.key_hi, sK, sK + KvTile::kElems, lane);
+      copy_rows<T>(p, rows, sK, sK + KvTile::kElems, lane);
       cp_async_mbar_arrive(full(s));
       if (++s == kS) s = 0, ++use;
     }
