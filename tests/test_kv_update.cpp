@@ -626,13 +626,12 @@ class GpuKvUpdate : public ::testing::TestWithParam<KvCase> {};
 TEST_P(GpuKvUpdate, CacheBytesAndAccuracyRule) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
-  // As the library ships, with the kernels as programmatic dependent launches (sm90; the knob is
-  // off by default until measured), and with the sm80-instruction attention kernel (sm90 runs the
-  // warp-specialised one by default).
+  // As the library ships, then with the warp-specialised attention kernel (sm90; off by default),
+  // and that with the kernels as programmatic dependent launches (sm90; off by default).
   for (const int variant : {0, 1, 2}) {
     Tuning t;
-    t.kvcache_pdl = variant == 1;
-    t.kvcache_ws = variant != 2;
+    t.kvcache_ws = variant != 0;
+    t.kvcache_pdl = variant == 2;
     check_case_gpu(GetParam(), t);
   }
 }

@@ -105,17 +105,11 @@ TEST(KvCachePlan, WarpSpecialisedVariant) {
   EXPECT_EQ(ws.block_n, 32);
   EXPECT_EQ(ws.threads, 160);
   // Batch 1, 8 kv heads: 264 resident blocks. 128k keys -> 33 parts (one full wave); 4k keys ->
-  // 4096 / 160 = 25 parts (the keys' limit), each at most a ring's six tiles.
-  EXPECT_EQ(ws.min_keys, 160);
+  // 4096 / 256 = 16 parts (the keys' limit); batch 64 x 4k (512 blocks, 1.9 waves) unsplit.
+  EXPECT_EQ(ws.min_keys, 256);
   EXPECT_EQ(make_plan(1, 8, 1, 4, 131072, 0, ws, kH200Sms, kH200Optin).splits, 33);
-  EXPECT_EQ(make_plan(1, 8, 1, 4, 4096, 0, ws, kH200Sms, kH200Optin).splits, 25);
-  // (From d 192 one block an SM: 132 resident blocks, and the waves, not the keys, set the count.)
-  for (int d : {32, 64, 128, 160}) {
-    SCOPED_TRACE(d);
-    const int64_t keys = 4096, n = make_plan(1, 8, 1, 4, keys, 0, ws_shape(d), kH200Sms, kH200Optin).splits;
-    const int64_t part = ((keys + n - 1) / n + kWsBlockN - 1) / kWsBlockN;  // tiles, as the kernel cuts
-    EXPECT_LE(part, ws_stages(d));
-  }
+  EXPECT_EQ(make_plan(1, 8, 1, 4, 4096, 0, ws, kH200Sms, kH200Optin).splits, 16);
+  EXPECT_EQ(make_plan(64, 8, 1, 4, 4096, 0, ws, kH200Sms, kH200Optin).splits, 1);
   // A forced count is capped at one part a 32-key tile.
   EXPECT_EQ(make_plan(1, 8, 1, 4, 40, 128, ws, kH200Sms, kH200Optin).splits, 2);
 }

@@ -1,17 +1,27 @@
-// The cuda-kvcache family's warp-specialised attention kernel (sm90; Tuning::kvcache_ws), the
-// same block and arithmetic as kvcache_kernel.cuh's kv_fwd_kernel with its loads taken off the
-// arithmetic's warps.
+// The cuda-kvcache family's warp-specialised attention kernel (sm90; Tuning::kvcache_ws, off by
+// default), the same block and arithmetic as kvcache_kernel.cuh's kv_fwd_kernel with its loads
+// taken off the arithmetic's warps.
 //
-// A decode step is bound by the bytes in flight: the sm80-instruction kernel's warps each issue
-// their next tile only between two of their own tiles, so about one 16-key tile a warp (96 KB an
-// SM) is in flight, and its b1 x 128k step read 3.1 TB/s against cuDNN's 4.2. Here one producer
-// warp streams the block's 32-key tiles through a ring of ws_stages(d) stages (6 at d 128, 96 KB)
-// with cp.async, each stage's copies completing on its `full` mbarrier
-// (cp.async.mbarrier.arrive); four consumer warps take tiles j = w, w + 4, ... , wait on the
-// stage's `full`, run the sm80 forward's Q·Kᵀ, online softmax and P·V on it and release it on its
-// `empty` mbarrier. The producer refills a stage as soon as it is released, so the ring stays
-// full (two blocks an SM: up to 190 KB in flight). The consumers then merge as the other variant
-// does (kv_block.cuh, merge_store), over the ring.
+// One producer warp streams the block's 32-key tiles through a ring of ws_stages(d) stages (6 at
+// d 128, 96 KB; two blocks an SM to d 160, one above) with cp.async, each stage's copies
+// completing on its `full` mbarrier (cp.async.mbarrier.arrive); four consumer warps take tiles
+// j = w, w + 4, ..., wait on the stage's `full`, run the sm80 forward's Q·Kᵀ, online softmax and
+// P·V on it and release it on its `empty` mbarrier, which the producer waits for before it
+// refills the stage. The consumers then merge as the other kernel does (kv_block.cuh,
+// merge_store), over the ring.
+//
+// Why, and the verdict. The sm80-instruction kernel's warps each issue their next tile only
+// between two of their own, about one 16-key tile in flight a warp; the prediction was that bytes
+// in flight set the decode rate (its b1 x 128k step read 3.1 TB/s at 05243cc against cuDNN's
+// 4.2) and that a full ring would lift it to cuDNN's. Measured on the H200 side by side with it
+// (078cbba, decode_bench --quick, dense and pages of 16): dense 0.83-1.07x (b1 x 128k with 8 kv
+// heads +5%, b64 x 4k +3 to +7%; b1 x 4k -7 to -17%), geometric mean 0.99; pages of 16
+// 0.83-0.89x. That run read the other kernel at 3.56 TB/s on b1 x 128k and 4.1-4.5 on the large
+// cells, so bytes in flight were not what held it. Paged caches lose because the one producer
+// warp waits out each tile's block-table read before it can form the copies' addresses (the four
+// warps of the other kernel overlap theirs); looking the rows up two tiles ahead did not help
+// (ff4e5e7: 0.83-0.88x), since the arithmetic on the entry followed the load in the same step.
+// Left to try: the table entries loaded a few tiles ahead and the addresses formed at the copy.
 //
 // One block = (16 packed query rows, kv head, batch entry, split part), as kv_fwd_kernel's grid.
 #pragma once
@@ -102,17 +112,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   if (warp == kC) {  // the producer: Q, then tile j into stage j % kS once its last use is released
     copy_q_tile<T>(p, a, sq, b, hk, r0, rows_total, sQ, lane, 32);
     cp_async_mbar_arrive(q_full);
-    // Rows looked up two tiles ahead of the copies: a paged cache's block-table reads (one
-    // dependent load a tile) overlap the waits for free stages instead of delaying each copy
-    // (with no look-ahead, pages of 16 ran at 0.83-0.89x the dense cache's rate).
-    const auto rows_of = [&](int j) {
-      return lookup_rows<T>(p, sq, b, hk, keys.key_lo + j * kN, keys.key_hi, lane);
-    };
-    KvRows ahead0 = rows_of(0), ahead1 = rows_of(1);
     for (int j = 0, s = 0, use = 0; j < n_tiles; ++j) {
-      const KvRows rows = ahead0;
-      ahead0 = ahead1;
-      if (j + 2 < n_tiles) ahead1 = rows_of(j + 2);
+      const KvRows rows = lookup_rows<T>(p, sq, b, hk, keys.key_lo + j * kN, keys.key_hi, lane);
       if (use > 0) mbar_wait(empty(s), uint32_t(use - 1) & 1u);
       uint16_t* sK = ring + s * T::kStageElems;
       copy_rows<T>(p, rows, sK, sK + KvTile::kElems, lane);

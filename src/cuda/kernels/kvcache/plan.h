@@ -89,13 +89,12 @@ struct Shape {
 constexpr Shape sm80_shape(int kernel_d) {
   return {kBlockN, 32 * warps_for(kernel_d), smem_bytes(kernel_d), min_keys_per_split(kernel_d)};
 }
-// A part of at least one ring's fill less a tile (160 keys at d 128): a part then takes at most
-// ws_stages tiles (the rounding to whole tiles adds one at most), all issued at once, and a small
-// call (batch 1, 4k keys: 22 parts of 192) reads in one round trip where parts of 256 keys took
-// two (22.3 us against the sm80-instruction kernel's 20.2).
+// Two tiles a consumer warp at least (256 keys). Parts of one ring's fill less a tile (160 keys
+// at d 128, so that a small call reads in one round trip) measured worse (ff4e5e7, H200): batch 1
+// x 4k 24.7 us against 22.3, and the heuristic then split mid-sized calls into many small parts
+// (batch 64 x 4k: 17 parts, 2.57 TB/s against 4.25 unsplit).
 constexpr Shape ws_shape(int kernel_d) {
-  return {kWsBlockN, 32 * (kWsConsumers + 1), ws_smem_bytes(kernel_d),
-          (ws_stages(kernel_d) - 1) * int64_t(kWsBlockN)};
+  return {kWsBlockN, 32 * (kWsConsumers + 1), ws_smem_bytes(kernel_d), 2 * kWsConsumers * kWsBlockN};
 }
 
 struct Plan {
