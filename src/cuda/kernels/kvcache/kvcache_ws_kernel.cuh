@@ -51,6 +51,7 @@ struct KvWsTraits {
   static constexpr bool kDropout = false;       // (the sm80 parts read it) the family has none
   static constexpr int kMTiles = 1;             // one m16 tile: the block's 16 packed rows
   static constexpr int kRowsPerWarp = kBlockM;  // every consumer computes the block's 16 rows
+  static constexpr bool kLazyRescale = false;   // as KvTraits: every grown max rescales
   static constexpr int kBlockN = kWsBlockN;     // 32 keys: one row a producer lane
   static constexpr int kConsumers = kWsConsumers;
   static constexpr int kStages = ws_stages(kHeadDim);
@@ -143,7 +144,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     float sc[1][kN / 8][4];  // S: (16, 32) fp32, this warp's tile
     sm80::QkGemm<T>{smem_addr(sQ), sK, q_lane, k_lane, 0}.run(sc);
     kv_transform_mask<T>(p, keys, keys.key_lo + j * kN, sc, lane);
-    sm80::softmax_update<T>(sc, o, st, keys.scale_log2);
+    sm80::softmax_update<T, T::kLazyRescale>(sc, o, st, keys.scale_log2);
     sm80::PackedP<T> pp;
     sm80::pack_p<T>(sc, pp);
     sm80::PvGemm<T>{sV, v_lane}.run(o, pp);

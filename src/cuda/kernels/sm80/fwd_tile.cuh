@@ -274,8 +274,10 @@ __device__ __forceinline__ void transform_mask(const Params& p, const RowKeys& r
 // when some row's tile max exceeds its m by more than kRescaleLog2 (then P <= 2^kRescaleLog2 =
 // 256 stays far inside fp16 / bf16 range and fp32 accumulation), so once the maxima settle most
 // tiles skip the d-wide rescale of O - which costs as many instructions as the tile's P·V mma
-// at d = 128. The vote keeps it warp-uniform.
-template <class T>
+// at d = 128. The vote keeps it warp-uniform. kLazy = false rescales whenever a max grows, so that
+// a row's largest P is 2^0 = 1 exactly when it is rounded to 16 bits (lazily, the largest P is
+// some 2^x up to 256, rounded by up to 2^-9 of itself: the error of a row one key dominates).
+template <class T, bool kLazy = true>
 __device__ __forceinline__ void softmax_update(float (&s)[T::kMTiles][T::kBlockN / 8][4],
                                                float (&o)[T::kMTiles][T::kHeadDim / 8][4],
                                                FwdState<T::kMTiles>& st, float scale_log2) {
@@ -294,7 +296,7 @@ __device__ __forceinline__ void softmax_update(float (&s)[T::kMTiles][T::kBlockN
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       tile_max[mt][r] = mx;
       // First visible key (m = -inf) or a max that grew too much; -inf - -inf is NaN: false.
-      need |= (mx - st.m[mt][r]) * scale_log2 > kRescaleLog2;
+      need |= (mx - st.m[mt][r]) * scale_log2 > (kLazy ? kRescaleLog2 : 0.f);
     }
   if (__any_sync(0xffffffffu, need)) {
 #pragma unroll
