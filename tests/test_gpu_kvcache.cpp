@@ -88,27 +88,37 @@ std::vector<Case> plain_cases() {
 
 class GpuKvFamily : public ::testing::TestWithParam<Case> {};
 
+// One case by one attention kernel (ws: the warp-specialised one, sm90), split three ways.
+void check_plain_calls(const Case& c, bool ws) {
+  const Tuning t = kvcache_everywhere(ws);
+  for (const int splits : {1, 3, 128}) {
+    SCOPED_TRACE(::testing::Message() << "num_splits " << splits);
+    Problem pr(c);
+    DeviceProblem dev(pr, FA_BACKEND_AUTO), no_lse(pr, FA_BACKEND_AUTO);
+    dev.p.num_splits = splits;
+    no_lse.p.num_splits = splits;
+    ASSERT_EQ(family(dev.p, t), "cuda-kvcache");
+    run_pass(dev.p, false, &t);
+    no_lse.p.lse.data = nullptr;
+    run_pass(no_lse.p, false, &t);
+    if (::testing::Test::HasFatalFailure()) return;
+    EXPECT_EQ(dev.out.bytes(pr.out), no_lse.out.bytes(pr.out)) << "out without lse";
+    expect_device_results(pr, dev, false);
+  }
+}
+
+// The default attention kernel (the sm80-instruction one), then the warp-specialised one (a test
+// of its own, so that a sanitizer run can take either alone).
 TEST_P(GpuKvFamily, PlainCallsMatchReference) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
-  // Both attention kernels: the sm80-instruction one (the default) and the warp-specialised one.
-  for (const bool ws : {false, true}) {
-    const Tuning t = kvcache_everywhere(ws);
-    for (const int splits : {1, 3, 128}) {
-      SCOPED_TRACE(::testing::Message() << "num_splits " << splits << (ws ? " ws" : " sm80"));
-      Problem pr(GetParam());
-      DeviceProblem dev(pr, FA_BACKEND_AUTO), no_lse(pr, FA_BACKEND_AUTO);
-      dev.p.num_splits = splits;
-      no_lse.p.num_splits = splits;
-      ASSERT_EQ(family(dev.p, t), "cuda-kvcache");
-      run_pass(dev.p, false, &t);
-      no_lse.p.lse.data = nullptr;
-      run_pass(no_lse.p, false, &t);
-      if (HasFatalFailure()) return;
-      EXPECT_EQ(dev.out.bytes(pr.out), no_lse.out.bytes(pr.out)) << "out without lse";
-      expect_device_results(pr, dev, false);
-    }
-  }
+  check_plain_calls(GetParam(), false);
+}
+
+TEST_P(GpuKvFamily, WarpSpecialisedMatchesReference) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+  check_plain_calls(GetParam(), true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, GpuKvFamily, ::testing::ValuesIn(plain_cases()), CaseTestName{});
