@@ -19,8 +19,10 @@
 //   warpgroups 1, 2  consumers: warpgroup c owns keys 64 c .. 64 c + 63 of the tile (one wgmma
 //                m64), and at each step
 //     Sᵀ  = K_c · Qᵀ, dPᵀ = V_c · dOᵀ   SS-wgmma, 64 keys x 64 queries, fp32 registers;
-//     P   = exp2(Sᵀ · scale · log2 e - LSE · log2 e) (0 where masked),
-//     dS  = P ∘ (scale · dPᵀ - scale · D)  (the scale folded in, as the sm80 family does);
+//     P   = exp2(Sᵀ · scale · log2 e - LSE · log2 e) (0 where masked; with softcap / ALiBi from
+//           the transformed logit),
+//     dS  = P ∘ (scale · dPᵀ - scale · D)  (the scale folded in, as the sm80 family does; times
+//           softcap's derivative 1 - tanh²);
 //     dV += Pᵀ · dO, dK += dSᵀ · Q          RS-wgmma: P and dS (keys as M) are the A operands
 //                                          straight from the registers (their C fragments are
 //                                          the A fragments, mma.cuh), dO / Q MN-major as B;
@@ -41,9 +43,10 @@
 // d 128: 160 KB + 1 KB; d 64: 96 KB + 1 KB.
 //
 // Served (sm90_bwd_refusal in bwd_sm90.cu says why not otherwise; cuda-sm80 runs the rest):
-// fp16 / bf16, head dims 64 and 128, full and causal attention (bottom-right), GQA / MQA,
-// seqlen_q != seqlen_k, fixed-length batches. Not yet: windows, softcap, ALiBi, dropout, packed
-// batches, the deterministic mode, other head dims; the overlap of the products with the
+// fp16 / bf16, head dims 64 and 128, full and causal attention (bottom-right), sliding windows,
+// softcap, ALiBi, GQA / MQA, seqlen_q != seqlen_k, fixed-length batches (windows, softcap and
+// ALiBi written without a GPU: not yet run). Not yet: dropout, packed batches, the deterministic
+// mode, other head dims; the overlap of the products with the
 // element-wise pass, TMA reduce-add of dQ, a persistent scheduler. Its first GPU runs hung in the
 // register hand-over (kProducerRegs below); its accuracy is checked by
 // tests/test_gpu_sm90_bwd.cpp.
@@ -72,10 +75,14 @@
 
 namespace fa::cuda::sm90 {
 
-template <int kHeadDim_, typename Tag_>
+template <int kHeadDim_, typename Tag_, bool kTransform_ = false>
 struct BwdTraits {
   using Tag = Tag_;
   static constexpr int kHeadDim = kHeadDim_;
+  // Softcap or ALiBi: a kernel of its own, so that the plain one keeps its registers (both element
+  // passes in one kernel, behind a run-time branch, spilled 28 bytes at d 128; the transform
+  // kernel alone spills as much at d 128, none at d 64).
+  static constexpr bool kTransform = kTransform_;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "first version: head dims 64 and 128");
   static constexpr int kConsumers = 2;    // consumer warpgroups
   static constexpr int kWgThreads = 128;  // a warpgroup: four warps
@@ -136,6 +143,61 @@ struct BwdMaps {
 template <int kN>
 __device__ __forceinline__ float (&bwd_frag4(float (&acc)[kN], int j))[4] {
   return *reinterpret_cast<float(*)[4]>(&acc[4 * j]);
+}
+
+// What a step's element-wise pass reads besides Sᵀ and dPᵀ: the stage's LSE · log2 e and scale · D
+// rows, the mask, the logit transform of the step's query head, and this thread's place (keys
+// key0, key0 + 8 of its C fragments, queries m0 + 8 j + 2 t, + 1).
+struct BwdPointwise {
+  const float* lse;
+  const float* dsum;
+  Visibility vis;
+  Logit<float> logit;
+  float scale;
+  int key0, m0, len_q, len_k, t;
+  bool masked;  // the step has masked elements (KeyTileUnmasked)
+};
+
+// P and dS of one step in place (st <- P, dpt <- dS = P ∘ (scale dP - scale D), through softcap's
+// derivative). Element 4 j + e: key key0 + 8 (e / 2), query m0 + 8 j + 2 t + e % 2. A masked step
+// tests each element: keys past len_k, queries past len_q, pairs the visibility rule hides.
+// kTransform: softcap or ALiBi (core/mask.h's Logit, as the forward applies them: P from
+// exp(logit - LSE)), BwdTraits::kTransform.
+template <class T, bool kTransform>
+__device__ __forceinline__ void bwd_pointwise(const BwdPointwise& in, float (&st)[T::kBlockM / 2],
+                                              float (&dpt)[T::kBlockM / 2]) {
+  constexpr int kM = T::kBlockM;
+  const float scale_log2 = in.scale * kLog2e;
+  const float inv_softcap = kTransform && in.logit.softcap > 0.f ? 1.f / in.logit.softcap : 0.f;
+#pragma unroll
+  for (int j = 0; j < kM / 8; ++j) {
+    const int q_loc = 8 * j + 2 * in.t;
+    const float2 l2 = *reinterpret_cast<const float2*>(in.lse + q_loc);
+    const float2 dd = *reinterpret_cast<const float2*>(in.dsum + q_loc);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = in.key0 + 8 * (e >> 1), q = in.m0 + q_loc + (e & 1);
+      const float lse_e = (e & 1) ? l2.y : l2.x, d_e = (e & 1) ? dd.y : dd.x;
+      float pr, dx = 1.f;
+      if constexpr (kTransform) {
+        float x = st[4 * j + e] * in.scale;
+        if (in.logit.softcap > 0.f) {
+          const float th = tanhf(x * inv_softcap);
+          x = in.logit.softcap * th;
+          dx = 1.f - th * th;
+        }
+        const int dist = q + int(in.logit.offset) - key;
+        x -= in.logit.alibi_slope * float(dist < 0 ? -dist : dist);
+        pr = exp2_fast(fmaf(x, kLog2e, -lse_e));
+      } else {
+        pr = exp2_fast(fmaf(st[4 * j + e], scale_log2, -lse_e));
+      }
+      if (in.masked && (key >= in.len_k || q >= in.len_q || !in.vis.visible(q, key))) pr = 0.f;
+      st[4 * j + e] = pr;
+      const float ds = pr * fmaf(dpt[4 * j + e], in.scale, -d_e);
+      dpt[4 * j + e] = kTransform ? ds * dx : ds;  // dx = 1 unless softcap
+    }
+  }
 }
 
 // Grid (key tiles of kBlockN, kv heads, batch); T::kThreads threads, T::kSmemBytes of dynamic
@@ -245,7 +307,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const uint32_t sKc = sK + uint32_t(T::kWgKeys * c) * kSw128RowBytes;  // this consumer's keys
   const uint32_t sVc = sV + uint32_t(T::kWgKeys * c) * kSw128RowBytes;
   const int key0 = int(n0) + T::kWgKeys * c + 16 * warp + g;
-  const float scale = p.softmax_scale, scale_log2 = p.softmax_scale * kLog2e;
+  const float scale = p.softmax_scale;
   // dV, dK: this consumer's 64 keys x d, fp32, accumulated over the whole walk.
   float dv[kD / 2], dk[kD / 2];
 #pragma unroll
@@ -275,28 +337,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     wgmma_acc_fence(st);
     wgmma_acc_fence(dpt);
 
-    // P and dS in place (st <- P, dpt <- dS). Element 4 j + e: key key0 + 8 (e / 2), query
-    // m0 + 8 j + 2 t + e % 2. A step outside the unmasked query tiles tests each element: keys
-    // past len_k, queries past len_q, pairs the visibility rule hides.
+    // P and dS in place (st <- P, dpt <- dS); softcap and ALiBi of the step's query head.
     const bool masked = mb < um.begin || mb >= um.end;
-    const float* lse = lse_of(s);
-    const float* dsum = dsum_of(s);
-#pragma unroll
-    for (int j = 0; j < kM / 8; ++j) {
-      const int q_loc = 8 * j + 2 * t;
-      const float2 l2 = *reinterpret_cast<const float2*>(lse + q_loc);
-      const float2 dd = *reinterpret_cast<const float2*>(dsum + q_loc);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float pr = exp2_fast(fmaf(st[4 * j + e], scale_log2, (e & 1) ? -l2.y : -l2.x));
-        if (masked) {
-          const int key = key0 + 8 * (e >> 1), q = m0 + q_loc + (e & 1);
-          if (key >= len_k || q >= len_q || !vis.visible(q, key)) pr = 0.f;
-        }
-        st[4 * j + e] = pr;
-        dpt[4 * j + e] = pr * fmaf(dpt[4 * j + e], scale, (e & 1) ? -dd.y : -dd.x);
-      }
-    }
+    const Logit<float> logit{p.softcap, p.alibi_slope(b, hq), int64_t(len_k - len_q)};
+    const BwdPointwise pw{lse_of(s), dsum_of(s), vis,   logit, scale, key0,
+                          m0,        len_q,      len_k, t,     masked};
+    bwd_pointwise<T, T::kTransform>(pw, st, dpt);
     // Pᵀ and dSᵀ as the A operands of dV and dK (keys as M, the step's queries as K): the C
     // fragments of n-tiles 2 kk, 2 kk + 1 are the A fragment of k-step kk.
     uint32_t pf[kM / 16][4], dsf[kM / 16][4];

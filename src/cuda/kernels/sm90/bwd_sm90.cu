@@ -92,8 +92,13 @@ void launch(const Params& p, const Context& ctx, void* workspace, cudaStream_t s
 
 template <typename Tag>
 void run(const Params& p, const Context& ctx, void* ws, cudaStream_t stream) {
-  if (p.head_dim == 64) return launch<sm90::BwdTraits<64, Tag>>(p, ctx, ws, stream);
-  return launch<sm90::BwdTraits<128, Tag>>(p, ctx, ws, stream);
+  // Softcap or ALiBi: the kernels with the logit transform (BwdTraits::kTransform).
+  const bool transform = p.softcap > 0.f || p.alibi_slopes != nullptr;
+  if (p.head_dim == 64)
+    return transform ? launch<sm90::BwdTraits<64, Tag, true>>(p, ctx, ws, stream)
+                     : launch<sm90::BwdTraits<64, Tag>>(p, ctx, ws, stream);
+  return transform ? launch<sm90::BwdTraits<128, Tag, true>>(p, ctx, ws, stream)
+                   : launch<sm90::BwdTraits<128, Tag>>(p, ctx, ws, stream);
 }
 
 }  // namespace
@@ -106,10 +111,6 @@ std::string sm90_bwd_refusal(const Params& p, const Context& ctx) {
   if (p.head_dim != 64 && p.head_dim != 128)
     return "backward head_dim " + std::to_string(p.head_dim) + " (64 and 128 only, first version)";
   if (p.dropout_p > 0.f) return "backward with dropout not yet";
-  if (p.softcap > 0.f) return "backward with softcap not yet";
-  if (p.alibi_slopes != nullptr) return "backward with ALiBi not yet";
-  if (p.window_left >= 0 || p.window_right > 0)
-    return "backward with a sliding window not yet (causal is served)";
   if (p.varlen()) return "backward of packed batches (cu_seqlens) not yet";
   if (p.deterministic) return "deterministic backward not yet";
   if (p.q_shift != 0) return "q_shift not yet";
