@@ -3,13 +3,13 @@
 // themselves): every grid case must be taken by cuda-sm90 (asserted through the registry) and
 // its dq / dk / dv must match the fp64 reference by FlashAttention's rule (3x the naive
 // low-precision error + 1e-4), gradients and workspace poisoned, fresh inputs, the forward
-// before it the default one. What it does not serve yet (dropout, other head dims, the
-// deterministic mode, packed batches, views TMA cannot map) goes to cuda-sm80 with the knob on,
+// before it the default one. What it does not serve yet (other head dims, the deterministic
+// mode, packed batches, views TMA cannot map) goes to cuda-sm80 with the knob on,
 // and with the knob off no backward goes to cuda-sm90. Skipped without an sm90 GPU, in a build
 // without sm_90a code or without backward kernels. Sm90BwdLayout checks the kernel's dQ
 // accumulator order on the host (every build). The grid passed on the H200 at 86e7510 (39
-// tests); its window, softcap and ALiBi cases came later, written without a GPU, and have not
-// yet run.
+// tests); its window, softcap, ALiBi and dropout cases came later, written without a GPU, and
+// have not yet run.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -137,6 +137,24 @@ std::vector<Case> sm90_bwd_cases() {
       c.seed = uint64_t(seed++);
       out.push_back(c);
     }
+  // Dropout (p 0.17, the CPU's keep-mask), with and without the causal mask, and with softcap and
+  // a window, at both head dims.
+  for (const int d : {64, 128})
+    for (int feature = 0; feature < 3; ++feature) {
+      Case c;
+      c.dtype = (feature + d / 64) % 2 ? FA_DTYPE_BF16 : FA_DTYPE_FP16;
+      c.batch = 2;
+      c.heads_q = 4;
+      c.heads_kv = 2;
+      c.head_dim = d;
+      c.seqlen_q = feature == 1 ? 300 : 113;
+      c.seqlen_k = feature == 1 ? 77 : 203;
+      c.dropout_p = 0.17f;
+      c.causal = feature == 1;
+      if (feature == 2) c.softcap = 15.f, c.window_left = 60, c.window_right = 0;
+      c.seed = uint64_t(seed++);
+      out.push_back(c);
+    }
   for (const int d : {64, 128})
     for (const bool causal : {false, true}) {
       Case c;
@@ -203,7 +221,7 @@ TEST(GpuSm90BwdFallback, UnservedCallsGoToSm80) {
 
   Case dr = c;
   dr.dropout_p = 0.1f;
-  EXPECT_EQ(family(dr, on), "cuda-sm80") << "dropout";
+  EXPECT_EQ(family(dr, on), "cuda-sm90") << "dropout";
   for (const int d : {256, 96, 32}) {
     Case hd = c;
     hd.head_dim = d;

@@ -44,9 +44,9 @@
 //
 // Served (sm90_bwd_refusal in bwd_sm90.cu says why not otherwise; cuda-sm80 runs the rest):
 // fp16 / bf16, head dims 64 and 128, full and causal attention (bottom-right), sliding windows,
-// softcap, ALiBi, GQA / MQA, seqlen_q != seqlen_k, fixed-length batches (windows, softcap and
-// ALiBi written without a GPU: not yet run). Not yet: dropout, packed batches, the deterministic
-// mode, other head dims; the overlap of the products with the
+// softcap, ALiBi, dropout, GQA / MQA, seqlen_q != seqlen_k, fixed-length batches (windows,
+// softcap, ALiBi and dropout written without a GPU: not yet run). Not yet: packed batches, the
+// deterministic mode, other head dims; the overlap of the products with the
 // element-wise pass, TMA reduce-add of dQ, a persistent scheduler. Its first GPU runs hung in the
 // register hand-over (kProducerRegs below); its accuracy is checked by
 // tests/test_gpu_sm90_bwd.cpp.
@@ -58,6 +58,7 @@
 
 #include "core/mask.h"
 #include "core/params.h"
+#include "core/philox.h"
 #include "cuda/arch/exp2.cuh"
 #include "cuda/arch/ldmatrix.cuh"  // smem_addr
 #include "cuda/arch/memory.cuh"    // red_add2
@@ -75,7 +76,7 @@
 
 namespace fa::cuda::sm90 {
 
-template <int kHeadDim_, typename Tag_, bool kTransform_ = false>
+template <int kHeadDim_, typename Tag_, bool kTransform_ = false, bool kDropout_ = false>
 struct BwdTraits {
   using Tag = Tag_;
   static constexpr int kHeadDim = kHeadDim_;
@@ -83,6 +84,8 @@ struct BwdTraits {
   // passes in one kernel, behind a run-time branch, spilled 28 bytes at d 128; the transform
   // kernel alone spills as much at d 128, none at d 64).
   static constexpr bool kTransform = kTransform_;
+  // Dropout (core/philox.h's keep-mask, the forward's): kernels of their own, as kTransform.
+  static constexpr bool kDropout = kDropout_;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "first version: head dims 64 and 128");
   static constexpr int kConsumers = 2;    // consumer warpgroups
   static constexpr int kWgThreads = 128;  // a warpgroup: four warps
@@ -155,8 +158,38 @@ struct BwdPointwise {
   Logit<float> logit;
   float scale;
   int key0, m0, len_q, len_k, t;
-  bool masked;  // the step has masked elements (KeyTileUnmasked)
+  bool masked;         // the step has masked elements (KeyTileUnmasked)
+  float keep_scale;    // dropout: 1 / (1 - p)
+  uint32_t kept_bits;  // dropout: bwd_keep_bits of this thread's elements
 };
+
+// Dropout's keep bits of a consumer thread's 32 elements of a step, bit 4 j + e for element
+// 4 j + e (query m0 + 8 j + 2 t + e % 2 as the stream's row, key key0 + 8 (e / 2) as its column;
+// bh = b * heads_q + h). A Philox block (core/philox.h) holds rows r0, r0 + 8 (r0 % 16 < 8) and
+// columns c0 + 8 c (c0 % 32 < 8, c < 4): the thread's two keys are its columns 2 (key0 % 32 >= 16)
+// + e / 2, its queries for j = 2 jj, 2 jj + 1 its two rows, so one evaluation serves four of the
+// thread's elements (eight evaluations a step; the other four columns are a neighbour warp's).
+template <class T>
+__device__ __forceinline__ uint32_t bwd_keep_bits(const DropoutStream& drop, uint32_t bh, int m0,
+                                                  int key0, int t) {
+  const uint32_t c_hi = uint32_t(key0) % DropoutStream::kCols >= 16u ? 2u : 0u;
+  uint32_t bits = 0;
+  // One Philox evaluation live at a time: unrolled, the eight spilled ~200 bytes at d 128 beside
+  // the consumer's dK, dV, Sᵀ and dPᵀ.
+#pragma unroll 1
+  for (int jj = 0; jj < T::kBlockM / 16; ++jj)
+#pragma unroll
+    for (int eq = 0; eq < 2; ++eq) {
+      const Philox4 w = drop.block(bh, uint32_t(m0 + 16 * jj + 2 * t + eq), uint32_t(key0));
+#pragma unroll
+      for (int a = 0; a < 2; ++a)
+#pragma unroll
+        for (int ek = 0; ek < 2; ++ek)
+          bits |= uint32_t(drop.keep_in(w, uint32_t(a), c_hi + uint32_t(ek)))
+                  << (4 * (2 * jj + a) + 2 * ek + eq);
+    }
+  return bits;
+}
 
 // P and dS of one step in place (st <- P, dpt <- dS = P ∘ (scale dP - scale D), through softcap's
 // derivative). Element 4 j + e: key key0 + 8 (e / 2), query m0 + 8 j + 2 t + e % 2. A masked step
@@ -193,8 +226,17 @@ __device__ __forceinline__ void bwd_pointwise(const BwdPointwise& in, float (&st
         pr = exp2_fast(fmaf(st[4 * j + e], scale_log2, -lse_e));
       }
       if (in.masked && (key >= in.len_k || q >= in.len_q || !in.vis.visible(q, key))) pr = 0.f;
-      st[4 * j + e] = pr;
-      const float ds = pr * fmaf(dpt[4 * j + e], in.scale, -d_e);
+      // Dropout: the forward's P·V saw P ∘ keep (keep = 0 or 1 / (1 - p)), so dS = P ∘ (dP ∘ keep
+      // - D), and dV takes P ∘ [kept], scaled by 1 / (1 - p) in fp32 when it is stored (as the
+      // sm80 family does, so that no scaled P is rounded to 16 bits).
+      float dp = dpt[4 * j + e], pk = pr;
+      if constexpr (T::kDropout) {
+        const bool kept = (in.kept_bits >> (4 * j + e)) & 1u;
+        dp = kept ? dp * in.keep_scale : 0.f;
+        pk = kept ? pr : 0.f;
+      }
+      st[4 * j + e] = pk;
+      const float ds = pr * fmaf(dp, in.scale, -d_e);
       dpt[4 * j + e] = kTransform ? ds * dx : ds;  // dx = 1 unless softcap
     }
   }
@@ -308,6 +350,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const uint32_t sVc = sV + uint32_t(T::kWgKeys * c) * kSw128RowBytes;
   const int key0 = int(n0) + T::kWgKeys * c + 16 * warp + g;
   const float scale = p.softmax_scale;
+  const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
   // dV, dK: this consumer's 64 keys x d, fp32, accumulated over the whole walk.
   float dv[kD / 2], dk[kD / 2];
 #pragma unroll
@@ -340,8 +383,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // P and dS in place (st <- P, dpt <- dS); softcap and ALiBi of the step's query head.
     const bool masked = mb < um.begin || mb >= um.end;
     const Logit<float> logit{p.softcap, p.alibi_slope(b, hq), int64_t(len_k - len_q)};
-    const BwdPointwise pw{lse_of(s), dsum_of(s), vis,   logit, scale, key0,
-                          m0,        len_q,      len_k, t,     masked};
+    const uint32_t kept_bits =
+        T::kDropout ? bwd_keep_bits<T>(drop, uint32_t(b * p.heads_q + hq), m0, key0, t) : 0u;
+    const BwdPointwise pw{lse_of(s), dsum_of(s), vis,    logit,           scale,
+                          key0,      m0,         len_q,  len_k,           t,
+                          masked,    drop.keep_scale,    kept_bits};
     bwd_pointwise<T, T::kTransform>(pw, st, dpt);
     // Pᵀ and dSᵀ as the A operands of dV and dK (keys as M, the step's queries as K): the C
     // fragments of n-tiles 2 kk, 2 kk + 1 are the A fragment of k-step kk.
@@ -420,6 +466,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // dK, dV out: this thread's keys key0, key0 + 8, columns 8 j + 2 t, + 1 (keys past len_k are
   // not written). A tile no query sees writes zeros.
   const int d = int(p.head_dim);
+  if constexpr (T::kDropout) {
+#pragma unroll
+    for (int i = 0; i < kD / 2; ++i) dv[i] *= drop.keep_scale;
+  }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = key0 + 8 * r;

@@ -90,15 +90,23 @@ void launch(const Params& p, const Context& ctx, void* workspace, cudaStream_t s
   check(cudaGetLastError(), "postprocess launch");
 }
 
+// The kernel of the call's head dim, with or without the logit transform (softcap or ALiBi:
+// BwdTraits::kTransform) and dropout (BwdTraits::kDropout).
+template <typename Tag, bool kTransform, bool kDropout>
+void run_dim(const Params& p, const Context& ctx, void* ws, cudaStream_t stream) {
+  if (p.head_dim == 64)
+    return launch<sm90::BwdTraits<64, Tag, kTransform, kDropout>>(p, ctx, ws, stream);
+  return launch<sm90::BwdTraits<128, Tag, kTransform, kDropout>>(p, ctx, ws, stream);
+}
+
 template <typename Tag>
 void run(const Params& p, const Context& ctx, void* ws, cudaStream_t stream) {
-  // Softcap or ALiBi: the kernels with the logit transform (BwdTraits::kTransform).
-  const bool transform = p.softcap > 0.f || p.alibi_slopes != nullptr;
-  if (p.head_dim == 64)
-    return transform ? launch<sm90::BwdTraits<64, Tag, true>>(p, ctx, ws, stream)
-                     : launch<sm90::BwdTraits<64, Tag>>(p, ctx, ws, stream);
-  return transform ? launch<sm90::BwdTraits<128, Tag, true>>(p, ctx, ws, stream)
-                   : launch<sm90::BwdTraits<128, Tag>>(p, ctx, ws, stream);
+  const bool transform = p.softcap > 0.f || p.alibi_slopes != nullptr, dropout = p.dropout_p > 0.f;
+  if (transform)
+    return dropout ? run_dim<Tag, true, true>(p, ctx, ws, stream)
+                   : run_dim<Tag, true, false>(p, ctx, ws, stream);
+  return dropout ? run_dim<Tag, false, true>(p, ctx, ws, stream)
+                 : run_dim<Tag, false, false>(p, ctx, ws, stream);
 }
 
 }  // namespace
@@ -110,7 +118,6 @@ std::string sm90_bwd_refusal(const Params& p, const Context& ctx) {
   if (p.dtype != DType::BF16 && p.dtype != DType::F16) return "fp16 / bf16 only";
   if (p.head_dim != 64 && p.head_dim != 128)
     return "backward head_dim " + std::to_string(p.head_dim) + " (64 and 128 only, first version)";
-  if (p.dropout_p > 0.f) return "backward with dropout not yet";
   if (p.varlen()) return "backward of packed batches (cu_seqlens) not yet";
   if (p.deterministic) return "deterministic backward not yet";
   if (p.q_shift != 0) return "q_shift not yet";
