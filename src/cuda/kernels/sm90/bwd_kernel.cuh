@@ -71,6 +71,7 @@
 #include "cuda/kernels/sm80/bwd_traits.h"   // BwdWorkspace
 #include "cuda/kernels/sm80/dq_layout.h"
 #include "cuda/kernels/sm80/tile_ranges.h"   // KeyTileQueries, KeyTileUnmasked
+#include "cuda/kernels/sm90/bwd_dropout.h"
 #include "cuda/tensor_map.h"
 #include "cuda/tile/swizzle.h"
 
@@ -163,33 +164,6 @@ struct BwdPointwise {
   uint32_t kept_bits;  // dropout: bwd_keep_bits of this thread's elements
 };
 
-// Dropout's keep bits of a consumer thread's 32 elements of a step, bit 4 j + e for element
-// 4 j + e (query m0 + 8 j + 2 t + e % 2 as the stream's row, key key0 + 8 (e / 2) as its column;
-// bh = b * heads_q + h). A Philox block (core/philox.h) holds rows r0, r0 + 8 (r0 % 16 < 8) and
-// columns c0 + 8 c (c0 % 32 < 8, c < 4): the thread's two keys are its columns 2 (key0 % 32 >= 16)
-// + e / 2, its queries for j = 2 jj, 2 jj + 1 its two rows, so one evaluation serves four of the
-// thread's elements (eight evaluations a step; the other four columns are a neighbour warp's).
-template <class T>
-__device__ __forceinline__ uint32_t bwd_keep_bits(const DropoutStream& drop, uint32_t bh, int m0,
-                                                  int key0, int t) {
-  const uint32_t c_hi = uint32_t(key0) % DropoutStream::kCols >= 16u ? 2u : 0u;
-  uint32_t bits = 0;
-  // One Philox evaluation live at a time: unrolled, the eight spilled ~200 bytes at d 128 beside
-  // the consumer's dK, dV, Sᵀ and dPᵀ.
-#pragma unroll 1
-  for (int jj = 0; jj < T::kBlockM / 16; ++jj)
-#pragma unroll
-    for (int eq = 0; eq < 2; ++eq) {
-      const Philox4 w = drop.block(bh, uint32_t(m0 + 16 * jj + 2 * t + eq), uint32_t(key0));
-#pragma unroll
-      for (int a = 0; a < 2; ++a)
-#pragma unroll
-        for (int ek = 0; ek < 2; ++ek)
-          bits |= uint32_t(drop.keep_in(w, uint32_t(a), c_hi + uint32_t(ek)))
-                  << (4 * (2 * jj + a) + 2 * ek + eq);
-    }
-  return bits;
-}
 
 // P and dS of one step in place (st <- P, dpt <- dS = P ∘ (scale dP - scale D), through softcap's
 // derivative). Element 4 j + e: key key0 + 8 (e / 2), query m0 + 8 j + 2 t + e % 2. A masked step
@@ -384,7 +358,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     const bool masked = mb < um.begin || mb >= um.end;
     const Logit<float> logit{p.softcap, p.alibi_slope(b, hq), int64_t(len_k - len_q)};
     const uint32_t kept_bits =
-        T::kDropout ? bwd_keep_bits<T>(drop, uint32_t(b * p.heads_q + hq), m0, key0, t) : 0u;
+        T::kDropout ? bwd_keep_bits<T::kBlockM>(drop, uint32_t(b * p.heads_q + hq), m0, key0, t) : 0u;
     const BwdPointwise pw{lse_of(s), dsum_of(s), vis,    logit,           scale,
                           key0,      m0,         len_q,  len_k,           t,
                           masked,    drop.keep_scale,    kept_bits};
