@@ -142,7 +142,7 @@ struct Tuning {
   // kvcache_ws_kernel.cuh), or the sm80-instruction one (each warp its own two stages) that every
   // architecture runs. Off: measured on the H200 against it (078cbba, 14 dense decode cells), the
   // warp-specialised one is even (0.83-1.07x, geometric mean 0.99) and slower on paged caches
-  // (pages of 16: 0.83-0.89x), its producer warp stalling on each tile's block-table reads.
+  // (pages of 16: 0.83-0.99x), its producer warp stalling on each tile's block-table reads.
   bool kvcache_ws = FA_TUNING_KVCACHE_WS != 0;
 };
 

@@ -61,7 +61,7 @@ struct KvWsTraits {
   static constexpr int kStageElems = 2 * KvTile::kElems;  // K then V
   static constexpr int kBarrierOffset = 2 * (QTile::kElems + kStages * kStageElems);  // bytes
   static constexpr int kSmemBytes = kBarrierOffset + int(ws_barrier_bytes(kStages));
-  // Blocks an SM at most, for the register cap: two at d 128 / 256, three at d 64.
+  // Blocks an SM at most, for the register cap: three to d 64, two to d 160, one from d 192.
   static constexpr int kMinBlocks = int(kSm90SmemPerBlock / kSmemBytes) < 1 ? 1 : int(kSm90SmemPerBlock / kSmemBytes);
   static_assert(kSmemBytes == ws_smem_bytes(kHeadDim), "plan.h's shared-memory figure");
   static_assert(kStages >= 2 && kSmemBytes <= kSm90SmemPerBlock, "a ring of two stages fits");
