@@ -164,7 +164,6 @@ struct BwdPointwise {
   uint32_t kept_bits;  // dropout: bwd_keep_bits of this thread's elements
 };
 
-
 // P and dS of one step in place (st <- P, dpt <- dS = P ∘ (scale dP - scale D), through softcap's
 // derivative). Element 4 j + e: key key0 + 8 (e / 2), query m0 + 8 j + 2 t + e % 2. A masked step
 // tests each element: keys past len_k, queries past len_q, pairs the visibility rule hides.
@@ -357,8 +356,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // P and dS in place (st <- P, dpt <- dS); softcap and ALiBi of the step's query head.
     const bool masked = mb < um.begin || mb >= um.end;
     const Logit<float> logit{p.softcap, p.alibi_slope(b, hq), int64_t(len_k - len_q)};
-    const uint32_t kept_bits =
-        T::kDropout ? bwd_keep_bits<T::kBlockM>(drop, uint32_t(b * p.heads_q + hq), m0, key0, t) : 0u;
+    const uint32_t bh = uint32_t(b * p.heads_q + hq);
+    const uint32_t kept_bits = T::kDropout ? bwd_keep_bits<T::kBlockM>(drop, bh, m0, key0, t) : 0u;
     const BwdPointwise pw{lse_of(s), dsum_of(s), vis,    logit,           scale,
                           key0,      m0,         len_q,  len_k,           t,
                           masked,    drop.keep_scale,    kept_bits};
