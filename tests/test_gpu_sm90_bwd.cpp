@@ -4,12 +4,12 @@
 // its dq / dk / dv must match the fp64 reference by FlashAttention's rule (3x the naive
 // low-precision error + 1e-4), gradients and workspace poisoned, fresh inputs, the forward
 // before it the default one. What it does not serve yet (other head dims, the deterministic
-// mode, packed batches, views TMA cannot map) goes to cuda-sm80 with the knob on,
+// mode, views TMA cannot map) goes to cuda-sm80 with the knob on,
 // and with the knob off no backward goes to cuda-sm90. Skipped without an sm90 GPU, in a build
 // without sm_90a code or without backward kernels. Sm90BwdLayout checks the kernel's dQ
 // accumulator order on the host (every build). The grid passed on the H200 at 86e7510 (39
-// tests); its window, softcap, ALiBi and dropout cases came later, written without a GPU, and
-// have not yet run.
+// tests); its window, softcap, ALiBi, dropout and packed-batch cases came later, written without
+// a GPU, and have not yet run.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -137,6 +137,22 @@ std::vector<Case> sm90_bwd_cases() {
       c.seed = uint64_t(seed++);
       out.push_back(c);
     }
+  // Packed batches (cu_seqlens) with an empty sequence, sequences shorter and longer than a tile,
+  // more queries than keys, causal or not, at both head dims; one with dropout and ALiBi.
+  for (const int d : {64, 128})
+    for (int kind = 0; kind < 3; ++kind) {
+      Case c;
+      c.dtype = (kind + d / 64) % 2 ? FA_DTYPE_FP16 : FA_DTYPE_BF16;
+      c.heads_q = 4;
+      c.heads_kv = 2;
+      c.head_dim = d;
+      c.lens_q = {70, 0, 1, 300, 33};
+      c.lens_k = {300, 9, 500, 77, 33};
+      c.causal = kind >= 1;
+      if (kind == 2) c.dropout_p = 0.17f, c.alibi = true;
+      c.seed = uint64_t(seed++);
+      out.push_back(c);
+    }
   // Dropout (p 0.17, the CPU's keep-mask), with and without the causal mask, and with softcap and
   // a window, at both head dims.
   for (const int d : {64, 128})
@@ -245,7 +261,7 @@ TEST(GpuSm90BwdFallback, UnservedCallsGoToSm80) {
   Case v = c;
   v.lens_q = {30, 34};
   v.lens_k = {40, 24};
-  EXPECT_EQ(family(v, on), "cuda-sm80") << "packed";
+  EXPECT_EQ(family(v, on), "cuda-sm90") << "packed";
   {  // A view TMA cannot map (K broadcast over the batch: stride 0).
     Problem pr(c);
     DeviceProblem dev(pr, FA_BACKEND_AUTO);

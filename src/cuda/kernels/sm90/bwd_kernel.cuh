@@ -44,9 +44,9 @@
 //
 // Served (sm90_bwd_refusal in bwd_sm90.cu says why not otherwise; cuda-sm80 runs the rest):
 // fp16 / bf16, head dims 64 and 128, full and causal attention (bottom-right), sliding windows,
-// softcap, ALiBi, dropout, GQA / MQA, seqlen_q != seqlen_k, fixed-length batches (windows,
-// softcap, ALiBi and dropout written without a GPU: not yet run). Not yet: packed batches, the
-// deterministic mode, other head dims; the overlap of the products with the
+// softcap, ALiBi, dropout, GQA / MQA, seqlen_q != seqlen_k, fixed-length and packed batches
+// (windows, softcap, ALiBi, dropout and packed batches written without a GPU: not yet run). Not
+// yet: the deterministic mode, other head dims; the overlap of the products with the
 // element-wise pass, TMA reduce-add of dQ, a persistent scheduler. Its first GPU runs hung in the
 // register hand-over (kProducerRegs below); its accuracy is checked by
 // tests/test_gpu_sm90_bwd.cpp.
@@ -245,7 +245,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const int tid = threadIdx.x, wg = tid / T::kWgThreads, lane = tid % 32;
   const int warp = (tid % T::kWgThreads) / 32;  // in the warpgroup
   const int nb = int(blockIdx.x), hk = int(blockIdx.y), b = int(blockIdx.z);
-  const SeqInfo sq = p.seq(b);  // fixed-length batches (the refusal): the whole tensors
+  const SeqInfo sq = p.seq(b);
+  // The maps' batch coordinate: a packed batch is one entry of its total rows (bwd_sm90.cu), each
+  // sequence at its start. A tile past a sequence's end reads the next one's rows (zeros past the
+  // last): their keys and queries are masked (P = 0), so they add nothing, and the dQ rows they
+  // reach are the sequence's spare ones (sm80/bwd_traits.h).
+  const int tb = p.varlen() ? 0 : b;
   const int64_t n0 = int64_t(nb) * kN;
   const int len_q = int(sq.len_q), len_k = int(sq.len_k);
   const Visibility vis{sq.len_k - sq.len_q, p.window_left, p.window_right};
@@ -279,8 +284,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
         for (int blk = 0; blk < T::KvTile::kBlocks; ++blk) {
           const uint32_t off = uint32_t(blk * kN) * kSw128RowBytes;
-          tma_load_4d(sK + off, &maps.k, blk * kBoxCols, hk, int(sq.k_start + n0), b, kv_full);
-          tma_load_4d(sV + off, &maps.v, blk * kBoxCols, hk, int(sq.k_start + n0), b, kv_full);
+          tma_load_4d(sK + off, &maps.k, blk * kBoxCols, hk, int(sq.k_start + n0), tb, kv_full);
+          tma_load_4d(sV + off, &maps.v, blk * kBoxCols, hk, int(sq.k_start + n0), tb, kv_full);
         }
       }
       for (int i = 0; i < steps; ++i) {
@@ -292,8 +297,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
           for (int blk = 0; blk < T::QTile::kBlocks; ++blk) {
             const uint32_t off = uint32_t(blk * kM) * kSw128RowBytes;
-            tma_load_4d(sQ(s) + off, &maps.q, blk * kBoxCols, hq, int(sq.q_start + m0), b, full(s));
-            tma_load_4d(sdO(s) + off, &maps.dout, blk * kBoxCols, hq, int(sq.q_start + m0), b,
+            tma_load_4d(sQ(s) + off, &maps.q, blk * kBoxCols, hq, int(sq.q_start + m0), tb, full(s));
+            tma_load_4d(sdO(s) + off, &maps.dout, blk * kBoxCols, hq, int(sq.q_start + m0), tb,
                         full(s));
           }
         }

@@ -37,6 +37,16 @@ sm80::BwdLayout layout(const Params& p, int kernel_d) {
   return sm80::bwd_layout(p, kernel_d, sm80::BwdTail{});
 }
 
+// The batch and rows of the maps: a packed batch is one entry of its total rows (the kernel adds
+// each sequence's start).
+struct MapExtents {
+  int64_t batch, rows_q, rows_k;
+};
+MapExtents map_extents(const Params& p) {
+  if (p.varlen()) return {1, p.total_q, p.total_k};
+  return {p.batch, p.seqlen_q, p.seqlen_k};
+}
+
 template <class T>
 void launch(const Params& p, const Context& ctx, void* workspace, cudaStream_t stream) {
   (void)ctx;
@@ -56,11 +66,11 @@ void launch(const Params& p, const Context& ctx, void* workspace, cudaStream_t s
   ws.tail_steps = ws.tail_ctas = 0;
 
   sm90::BwdMaps maps{};
-  if (!encode_row_tiles(p.q, p.batch, p.seqlen_q, p.heads_q, p.head_dim, T::kBlockM, &maps.q) ||
-      !encode_row_tiles(p.dout, p.batch, p.seqlen_q, p.heads_q, p.head_dim, T::kBlockM,
-                        &maps.dout) ||
-      !encode_row_tiles(p.k, p.batch, p.seqlen_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.k) ||
-      !encode_row_tiles(p.v, p.batch, p.seqlen_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.v))
+  const MapExtents e = map_extents(p);
+  if (!encode_row_tiles(p.q, e.batch, e.rows_q, p.heads_q, p.head_dim, T::kBlockM, &maps.q) ||
+      !encode_row_tiles(p.dout, e.batch, e.rows_q, p.heads_q, p.head_dim, T::kBlockM, &maps.dout) ||
+      !encode_row_tiles(p.k, e.batch, e.rows_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.k) ||
+      !encode_row_tiles(p.v, e.batch, e.rows_k, p.heads_kv, p.head_dim, T::kBlockN, &maps.v))
     fail(FA_ERROR_UNSUPPORTED, "the sm90 backward's tensor maps could not be encoded for these views");
 
   auto check = [](cudaError_t e, const char* what) {
@@ -118,20 +128,20 @@ std::string sm90_bwd_refusal(const Params& p, const Context& ctx) {
   if (p.dtype != DType::BF16 && p.dtype != DType::F16) return "fp16 / bf16 only";
   if (p.head_dim != 64 && p.head_dim != 128)
     return "backward head_dim " + std::to_string(p.head_dim) + " (64 and 128 only, first version)";
-  if (p.varlen()) return "backward of packed batches (cu_seqlens) not yet";
   if (p.deterministic) return "deterministic backward not yet";
   if (p.q_shift != 0) return "q_shift not yet";
   if (p.bias.kind != Params::Bias::Kind::None) return "attention bias not yet";
-  if (p.seqlen_q > (int64_t(1) << 30) || p.seqlen_k > (int64_t(1) << 30)) return "seqlen > 2^30";
+  const MapExtents e = map_extents(p);  // the kernel's row coordinates are int32
+  if (e.rows_q > (int64_t(1) << 30) || e.rows_k > (int64_t(1) << 30)) return "rows > 2^30";
   if (p.heads_kv > 65535) return "heads_kv > 65535 (grid)";
   // Q, dO, K and V arrive by TMA: views it cannot map go to the sm80 family.
-  if (!row_tiles_encodable(p.q, p.batch, p.seqlen_q, p.heads_q, p.head_dim))
+  if (!row_tiles_encodable(p.q, e.batch, e.rows_q, p.heads_q, p.head_dim))
     return "q's strides or address (TMA)";
-  if (!row_tiles_encodable(p.dout, p.batch, p.seqlen_q, p.heads_q, p.head_dim))
+  if (!row_tiles_encodable(p.dout, e.batch, e.rows_q, p.heads_q, p.head_dim))
     return "dout's strides or address (TMA)";
-  if (!row_tiles_encodable(p.k, p.batch, p.seqlen_k, p.heads_kv, p.head_dim))
+  if (!row_tiles_encodable(p.k, e.batch, e.rows_k, p.heads_kv, p.head_dim))
     return "k's strides or address (TMA)";
-  if (!row_tiles_encodable(p.v, p.batch, p.seqlen_k, p.heads_kv, p.head_dim))
+  if (!row_tiles_encodable(p.v, e.batch, e.rows_k, p.heads_kv, p.head_dim))
     return "v's strides or address (TMA)";
   return "";
 }
