@@ -83,7 +83,7 @@ struct BwdTraits {
   static constexpr int kHeadDim = kHeadDim_;
   // Softcap or ALiBi: a kernel of its own, so that the plain one keeps its registers (both element
   // passes in one kernel, behind a run-time branch, spilled 28 bytes at d 128; the transform
-  // kernel alone spills as much at d 128, none at d 64).
+  // kernel alone spills 20 at d 128, none at d 64).
   static constexpr bool kTransform = kTransform_;
   // Dropout (core/philox.h's keep-mask, the forward's): kernels of their own, as kTransform.
   static constexpr bool kDropout = kDropout_;
@@ -248,8 +248,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const SeqInfo sq = p.seq(b);
   // The maps' batch coordinate: a packed batch is one entry of its total rows (bwd_sm90.cu), each
   // sequence at its start. A tile past a sequence's end reads the next one's rows (zeros past the
-  // last): their keys and queries are masked (P = 0), so they add nothing, and the dQ rows they
-  // reach are the sequence's spare ones (sm80/bwd_traits.h).
+  // last): their keys and queries are masked (P = 0: partial key tiles always are, a partial
+  // query tile of a packed batch below), so they add nothing, and the dQ rows they reach are the
+  // sequence's spare ones (sm80/bwd_traits.h).
   const int tb = p.varlen() ? 0 : b;
   const int64_t n0 = int64_t(nb) * kN;
   const int len_q = int(sq.len_q), len_k = int(sq.len_k);
@@ -359,7 +360,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     wgmma_acc_fence(dpt);
 
     // P and dS in place (st <- P, dpt <- dS); softcap and ALiBi of the step's query head.
-    const bool masked = mb < um.begin || mb >= um.end;
+    // A packed batch's partial last query tile too: its rows past the sequence are the next
+    // sequence's queries, not the zeros that make them harmless in a fixed-length batch (P = 1
+    // there with LSE = D = 0, but zero dO and Q add nothing), so they are masked.
+    const bool masked = mb < um.begin || mb >= um.end || (p.varlen() && m0 + kM > len_q);
     const Logit<float> logit{p.softcap, p.alibi_slope(b, hq), int64_t(len_k - len_q)};
     const uint32_t bh = uint32_t(b * p.heads_q + hq);
     const uint32_t kept_bits = T::kDropout ? bwd_keep_bits<T::kBlockM>(drop, bh, m0, key0, t) : 0u;
