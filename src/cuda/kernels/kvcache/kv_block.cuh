@@ -16,8 +16,25 @@
 #include "cuda/kernels/kvcache/kv_seq.cuh"
 #include "cuda/kernels/kvcache/plan.h"
 #include "cuda/kernels/sm80/fwd_tile.cuh"
+#include "cuda/tile/swizzle.h"
 
 namespace fa::cuda::kvcache {
+
+// What the sm80 forward's warp-level parts (QkGemm, PvGemm, softmax_update, pack_p) read of a
+// traits struct, the same for both attention kernels; each adds its tile, ring and threads.
+template <int kHeadDim_, typename Tag_>
+struct KvTraitsBase {
+  using Tag = Tag_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr bool kDropout = false;       // the family serves no dropout
+  static constexpr int kMTiles = 1;             // one m16 tile: the block's 16 packed rows
+  static constexpr int kRowsPerWarp = kBlockM;  // every computing warp takes the block's 16 rows
+  // No lazy rescale (sm80/fwd_tile.cuh, softmax_update): it saves arithmetic that a memory-bound
+  // decode does not need, and lets a row's largest P round by up to 2^-9 of itself (emulated on
+  // the CPU: the page-256 bf16 test case's 0.0042 against the rule's 0.0027 becomes 0.00135).
+  static constexpr bool kLazyRescale = false;
+  using QTile = SwizzledTile<kBlockM, kHeadDim_>;
+};
 
 // What a launch adds to Params.
 struct KvArgs {

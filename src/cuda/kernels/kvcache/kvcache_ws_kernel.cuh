@@ -44,25 +44,24 @@
 
 namespace fa::cuda::kvcache {
 
+// The warp-specialised kernel's configuration (the shared members: KvTraitsBase).
 template <int kHeadDim_, typename Tag_>
-struct KvWsTraits {
-  using Tag = Tag_;
-  static constexpr int kHeadDim = kHeadDim_;
-  static constexpr bool kDropout = false;       // (the sm80 parts read it) the family has none
-  static constexpr int kMTiles = 1;             // one m16 tile: the block's 16 packed rows
-  static constexpr int kRowsPerWarp = kBlockM;  // every consumer computes the block's 16 rows
-  static constexpr bool kLazyRescale = false;   // as KvTraits: every grown max rescales
+struct KvWsTraits : KvTraitsBase<kHeadDim_, Tag_> {
+  using Base = KvTraitsBase<kHeadDim_, Tag_>;
+  using Base::kHeadDim;
+  using typename Base::QTile;
   static constexpr int kBlockN = kWsBlockN;     // 32 keys: one row a producer lane
   static constexpr int kConsumers = kWsConsumers;
   static constexpr int kStages = ws_stages(kHeadDim);
-  static constexpr int kThreads = 32 * (kConsumers + 1);  // the producer warp last
-  using QTile = SwizzledTile<kBlockM, kHeadDim>;
+  static constexpr int kProducerLanes = 32;  // one warp: a stage's full barrier counts its lanes
+  static constexpr int kThreads = 32 * kConsumers + kProducerLanes;  // the producer warp last
   using KvTile = SwizzledTile<kBlockN, kHeadDim>;
   static constexpr int kStageElems = 2 * KvTile::kElems;  // K then V
   static constexpr int kBarrierOffset = 2 * (QTile::kElems + kStages * kStageElems);  // bytes
   static constexpr int kSmemBytes = kBarrierOffset + int(ws_barrier_bytes(kStages));
   // Blocks an SM at most, for the register cap: three to d 64, two to d 160, one from d 192.
-  static constexpr int kMinBlocks = int(kSm90SmemPerBlock / kSmemBytes) < 1 ? 1 : int(kSm90SmemPerBlock / kSmemBytes);
+  static constexpr int kFit = int(kSm90SmemPerBlock / kSmemBytes);
+  static constexpr int kMinBlocks = kFit < 1 ? 1 : kFit;
   static_assert(kSmemBytes == ws_smem_bytes(kHeadDim), "plan.h's shared-memory figure");
   static_assert(kStages >= 2 && kSmemBytes <= kSm90SmemPerBlock, "a ring of two stages fits");
   static_assert(4 * merge_floats<kHeadDim, kConsumers>() <= 2 * kStages * kStageElems,
@@ -79,10 +78,12 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   extern __shared__ __align__(128) uint16_t smem[];
   uint16_t* sQ = smem;
   uint16_t* ring = smem + QTile::kElems;  // stage s: K at ring + s kStageElems, V after it
+  // The barriers (8 bytes each): full[kS], empty[kS], then Q's.
   const uint32_t bars = smem_addr(reinterpret_cast<char*>(smem) + T::kBarrierOffset);
-  const auto full = [&](int s) { return bars + 8u * uint32_t(s); };
-  const auto empty = [&](int s) { return bars + 8u * uint32_t(kS + s); };
-  const uint32_t q_full = bars + 8u * uint32_t(2 * kS);
+  constexpr uint32_t kBar = sizeof(uint64_t);
+  const auto full = [&](int s) { return bars + kBar * uint32_t(s); };
+  const auto empty = [&](int s) { return bars + kBar * uint32_t(kS + s); };
+  const uint32_t q_full = bars + kBar * uint32_t(2 * kS);
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int tile = int(blockIdx.x % unsigned(a.row_tiles)), split = int(blockIdx.x / unsigned(a.row_tiles));
@@ -99,10 +100,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
     // A stage's copies are the producer's 32 lanes' (one arrival each once its copies land); a
     // release is one consumer warp's (its lane 0, after the warp's reads).
     for (int s = 0; s < kS; ++s) {
-      mbar_init(full(s), 32);
+      mbar_init(full(s), T::kProducerLanes);
       mbar_init(empty(s), 1);
     }
-    mbar_init(q_full, 32);
+    mbar_init(q_full, T::kProducerLanes);
     mbar_init_fence();
   }
   __syncthreads();
@@ -111,7 +112,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks)
   const int n_tiles = (keys.key_hi - keys.key_lo + kN - 1) / kN;
 
   if (warp == kC) {  // the producer: Q, then tile j into stage j % kS once its last use is released
-    copy_q_tile<T>(p, a, sq, b, hk, r0, rows_total, sQ, lane, 32);
+    copy_q_tile<T>(p, a, sq, b, hk, r0, rows_total, sQ, lane, T::kProducerLanes);
     cp_async_mbar_arrive(q_full);
     for (int j = 0, s = 0, use = 0; j < n_tiles; ++j) {
       const KvRows rows = lookup_rows<T>(p, sq, b, hk, keys.key_lo + j * kN, keys.key_hi, lane);

@@ -19,7 +19,7 @@ namespace fa::cuda::sm90 {
 template <int kBlockM>
 FA_HOST_DEVICE uint32_t bwd_keep_bits(const DropoutStream& drop, uint32_t bh, int m0, int key0,
                                       int t) {
-  const uint32_t c_hi = uint32_t(key0) % DropoutStream::kCols >= 16u ? 2u : 0u;
+  const uint32_t c_hi = uint32_t(key0) % DropoutStream::kCols >= DropoutStream::kCols / 2 ? 2u : 0u;
   uint32_t bits = 0;
   // One Philox evaluation live at a time: unrolled, the eight spilled ~200 bytes at d 128 beside
   // the consumer's dK, dV, Sᵀ and dPᵀ.
