@@ -81,6 +81,18 @@ bool skip_without_sm90_bwd(std::string* why) {
 // key and query tiles, seqlen_q > seqlen_k with rows that see no key under the mask, a single
 // query), GQA 2, batch 2; then head dim 60 (padded), MQA and a longer case (several key tiles and query tiles a
 // block, both consumers' dQ column blocks alternating over many steps).
+// A grid case of the feature loops below: batch 2, 4 query heads over 2 (GQA 2), head dim d.
+Case gqa_case(fa_dtype dtype, int d, int seed) {
+  Case c;
+  c.dtype = dtype;
+  c.batch = 2;
+  c.heads_q = 4;
+  c.heads_kv = 2;
+  c.head_dim = d;
+  c.seed = uint64_t(seed);
+  return c;
+}
+
 std::vector<Case> sm90_bwd_cases() {
   std::vector<Case> out;
   int seed = 28000;
@@ -120,12 +132,7 @@ std::vector<Case> sm90_bwd_cases() {
   // both orders.
   for (const int d : {64, 128})
     for (int feature = 0; feature < 6; ++feature) {
-      Case c;
-      c.dtype = (feature + d / 64) % 2 ? FA_DTYPE_FP16 : FA_DTYPE_BF16;
-      c.batch = 2;
-      c.heads_q = 4;
-      c.heads_kv = 2;
-      c.head_dim = d;
+      Case c = gqa_case((feature + d / 64) % 2 ? FA_DTYPE_FP16 : FA_DTYPE_BF16, d, seed++);
       c.seqlen_q = feature % 2 ? 300 : 113;
       c.seqlen_k = feature % 2 ? 77 : 203;
       if (feature == 0) c.window_left = 50, c.window_right = 0;
@@ -134,41 +141,29 @@ std::vector<Case> sm90_bwd_cases() {
       if (feature == 3) c.softcap = 20.f;
       if (feature == 4) c.alibi = true, c.causal = true;
       if (feature == 5) c.alibi = true, c.softcap = 10.f;
-      c.seed = uint64_t(seed++);
       out.push_back(c);
     }
   // Packed batches (cu_seqlens) with an empty sequence, sequences shorter and longer than a tile,
   // more queries than keys, causal or not, at both head dims; one with dropout and ALiBi.
   for (const int d : {64, 128})
     for (int kind = 0; kind < 3; ++kind) {
-      Case c;
-      c.dtype = (kind + d / 64) % 2 ? FA_DTYPE_FP16 : FA_DTYPE_BF16;
-      c.heads_q = 4;
-      c.heads_kv = 2;
-      c.head_dim = d;
+      Case c = gqa_case((kind + d / 64) % 2 ? FA_DTYPE_FP16 : FA_DTYPE_BF16, d, seed++);
       c.lens_q = {70, 0, 1, 300, 33};
       c.lens_k = {300, 9, 500, 77, 33};
       c.causal = kind >= 1;
       if (kind == 2) c.dropout_p = 0.17f, c.alibi = true;
-      c.seed = uint64_t(seed++);
       out.push_back(c);
     }
   // Dropout (p 0.17, the CPU's keep-mask), with and without the causal mask, and with softcap and
   // a window, at both head dims.
   for (const int d : {64, 128})
     for (int feature = 0; feature < 3; ++feature) {
-      Case c;
-      c.dtype = (feature + d / 64) % 2 ? FA_DTYPE_BF16 : FA_DTYPE_FP16;
-      c.batch = 2;
-      c.heads_q = 4;
-      c.heads_kv = 2;
-      c.head_dim = d;
+      Case c = gqa_case((feature + d / 64) % 2 ? FA_DTYPE_BF16 : FA_DTYPE_FP16, d, seed++);
       c.seqlen_q = feature == 1 ? 300 : 113;
       c.seqlen_k = feature == 1 ? 77 : 203;
       c.dropout_p = 0.17f;
       c.causal = feature == 1;
       if (feature == 2) c.softcap = 15.f, c.window_left = 60, c.window_right = 0;
-      c.seed = uint64_t(seed++);
       out.push_back(c);
     }
   for (const int d : {64, 128})
