@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# The KV-cache family's check on the GPU machine (issue 26), in steps that each fit one device
+# call (a second call within the machine's 30 s idle window reuses build-gpu):
+#   scripts/gpu-decode.sh test OUTDIR    build (sm_90a, every head dim) with the tests; the
+#                                        KV-cache GPU tests (4 shards); memcheck, and racecheck
+#                                        on each attention kernel alone; the Python KV-cache and
+#                                        generation tests on CUDA (bf16 Llama logits by the rule);
+#                                        the sm90 backward's grid under a time limit. Summary last.
+#   scripts/gpu-decode.sh bench OUTDIR HEADS [decode_bench.py args...]
+#                                        the decode grid of one head configuration (32/8 or
+#                                        32/32) with cuDNN and FA2 in the same run, builds the
+#                                        library first when build-gpu lacks it.
+# Environment: FA_GTEST_SOURCE_DIR (default .deps/googletest: carry it), FA_COMMIT (recorded).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:?usage: scripts/gpu-decode.sh test|bench OUTDIR [HEADS]}
+out=${2:?usage: scripts/gpu-decode.sh test|bench OUTDIR [HEADS]}
+mkdir -p "$out"
+export PATH=/usr/local/cuda/bin:$PATH
+jobs=$(nproc)
+lib=$PWD/build-gpu/libflashattn.so
+
+build() {  # $1: the targets
+  local t0=$(date +%s)
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DFA_ARCHS=90a -DFA_BUILD_TESTS=ON \
+    -DFA_BUILD_TOOLS=OFF -DFA_GTEST_SOURCE_DIR="${FA_GTEST_SOURCE_DIR:-$PWD/.deps/googletest}" \
+    > "$out/build.log" 2>&1 && cmake --build build-gpu -j "$jobs" --target $1 >> "$out/build.log" 2>&1
+  local rc=$?
+  echo "build ($1): rc=$rc in $(( $(date +%s) - t0 ))s"
+  [ $rc -ne 0 ] && { grep -E "error" "$out/build.log" | head -20; exit 1; }
+}
+
+count() {  # $1: a gtest log
+  echo "$(grep -cE '^\[ +OK' "$1") ok, $(grep -cE '^\[  FAILED' "$1") failed lines, $(grep -cE '^\[  SKIPPED' "$1") skipped"
+}
+
+case $mode in
+  test)
+    build "flashattn fa_tests"
+    tests=./build-gpu/tests/fa_tests
+    t0=$(date +%s)
+    kv='Grid/GpuKvFamily*:Paged/GpuKvFamily*:GpuKvFamilyDispatch*:Grid/GpuKvUpdate*:GpuKvHostile*'
+    pids=()
+    for i in 0 1 2 3; do
+      GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 240 $tests --gtest_filter="$kv" \
+        > "$out/kv-tests-$i.log" 2>&1 &
+      pids+=($!)
+    done
+    rc=0
+    for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+    cat "$out"/kv-tests-*.log > "$out/kv-tests.log" && rm -f "$out"/kv-tests-*.log
+    echo "kv tests: rc=$rc, $(count "$out/kv-tests.log"), $(( $(date +%s) - t0 ))s"
+    grep -E "^\[  FAILED" "$out/kv-tests.log" | sort -u | head -20
+    grep -E "max_err|Which is|rule" "$out/kv-tests.log" | head -8
+
+    # Sanitizers side by side: memcheck over the hostile and update cases, racecheck on the
+    # default attention kernel and on the warp-specialised one in separate processes (a hazard
+    # is then the kernel's own).
+    t0=$(date +%s)
+    san() {  # tool name filter
+      timeout 300 compute-sanitizer --tool "$1" --error-exitcode 9 $tests --gtest_filter="$3" \
+        > "$out/$2.log" 2>&1
+      echo "$2: rc=$? $(count "$out/$2.log") $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$2.log" | tail -1)" \
+        > "$out/$2.rc"
+    }
+    san memcheck memcheck 'GpuKvHostile*:Grid/GpuKvUpdate.CacheBytes*:*GpuKvFamily.PlainCalls*_d64*' &
+    san racecheck racecheck-default 'Grid/GpuKvUpdate.CacheBytes*:Grid/GpuKvFamily.PlainCalls*_d64*' &
+    san racecheck racecheck-ws 'Grid/GpuKvUpdate.WarpSpecialised*:Grid/GpuKvFamily.WarpSpecialised*_d64*' &
+    san synccheck synccheck-ws 'Grid/GpuKvUpdate.WarpSpecialised*' &
+    wait
+    cat "$out"/*.rc; rm -f "$out"/*.rc
+    echo "sanitizers: $(( $(date +%s) - t0 ))s"
+    grep -hE "^=+ +(Error|Warning).*(hazard|race)" "$out"/racecheck-*.log | sort | uniq -c | head -6
+
+    t0=$(date +%s)
+    FA_LIBRARY=$lib timeout 240 python3 -m pytest -q -rsx -p no:cacheprovider \
+      python/tests/test_kvcache.py python/tests/test_kvcache_generate.py \
+      python/tests/test_hf_paged_generate.py > "$out/python-kv.log" 2>&1
+    echo "python kv tests: rc=$? $(tail -1 "$out/python-kv.log") $(( $(date +%s) - t0 ))s"
+    grep -E "^(FAILED|ERROR)|assert" "$out/python-kv.log" | head -10
+
+    t0=$(date +%s)
+    timeout "${FA_SM90_BWD_LIMIT:-150}" $tests \
+      --gtest_filter='Grid/GpuSm90Bwd*:GpuSm90BwdFallback*' > "$out/sm90-bwd.log" 2>&1
+    echo "sm90 bwd tests: rc=$? $(count "$out/sm90-bwd.log") $(( $(date +%s) - t0 ))s"
+    grep -E "^\[  FAILED" "$out/sm90-bwd.log" | sort -u | head -30
+    ;;
+  bench)
+    heads=${3:?usage: scripts/gpu-decode.sh bench OUTDIR HEADS [args]}
+    shift 3
+    [ -f "$lib" ] || build flashattn
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
+    t0=$(date +%s)
+    tag=${heads/\//-}
+    FA_LIBRARY=$lib PYTHONUNBUFFERED=1 python3 bench/decode_bench.py --heads "$heads" \
+      --json "$out/decode-$tag.json" --commit "${FA_COMMIT:-unknown}" "$@" \
+      > "$out/decode-$tag.txt" 2> "$out/decode-$tag.log"
+    echo "decode bench $heads: rc=$? in $(( $(date +%s) - t0 ))s"
+    tail -5 "$out/decode-$tag.log"
+    cat "$out/decode-$tag.txt"
+    ;;
+  *) echo "unknown mode $mode" >&2; exit 2 ;;
+esac
