@@ -1,7 +1,7 @@
 """The CPU flash backend against PyTorch's CPU scaled_dot_product_attention, in one process.
 
     OMP_NUM_THREADS=2 python3 bench/cpu_torch_sdpa.py --lib build/libflashattn.so \
-        [--lib-variant old=OTHER/libflashattn.so ...] [--quick] [--json OUT.json]
+        [--lib-variant old=OTHER/libflashattn.so ...] [--quick] [--only op=fwd ...] [--json OUT.json]
 
 Every cell (dtype, b, h, s, d, causal, op) times each backend in turn, in rounds (the order
 rotates each round), the median of the rounds' medians: ours through the C ABI (bench/fa_ctypes.py,
@@ -94,13 +94,18 @@ def median_ms(fn, repeats):
     return statistics.median(times)
 
 
-def grid(quick):
-    """(dtype, b, h, s, d, causal, op) cells: the issue's grid cut to what 2 cores time in minutes."""
+def grid(quick, only):
+    """(dtype, b, h, s, d, causal, op) cells: the issue's grid cut to what 2 cores time in minutes,
+    then to the cells whose every field `only` names (--only: a subset to A/B one lever)."""
     dims = [64, 128]
     seqs = [512, 1024, 2048] if quick else [512, 1024, 2048, 4096]
     for dt, d, s, causal, op in itertools.product(["fp32", "bf16"], dims, seqs, [False, True],
                                                   ["fwd", "fwdbwd"]):
         if d == 128 and s > 2048:
+            continue
+        fields = {"dtype": dt, "d": str(d), "s": str(s), "mask": "causal" if causal else "full",
+                  "op": op}
+        if any(fields[k] not in v for k, v in only.items()):
             continue
         yield dt, 1, 8, s, d, causal, op
 
@@ -115,7 +120,16 @@ def main():
     ap.add_argument("--repeats", type=int, default=3, help="timed calls a round (after a warm-up)")
     ap.add_argument("--json", help="write {machine, library, torch, command, rows} here")
     ap.add_argument("--commit", default="", help="recorded as the library's commit")
+    ap.add_argument("--only", action="append", default=[], metavar="FIELD=V1,V2",
+                    help="keep the cells whose FIELD (dtype, d, s, mask: full / causal, op: fwd /\n"
+                         "fwdbwd) is one of the values; repeatable, e.g. --only op=fwd --only mask=full")
     a = ap.parse_args()
+    only = {}
+    for o in a.only:
+        k, v = o.split("=", 1)
+        if k not in ("dtype", "d", "s", "mask", "op"):
+            ap.error(f"--only {o}: field {k!r} is not one of dtype, d, s, mask, op")
+        only[k] = v.split(",")
 
     load_before = os.getloadavg()
     threads = int(os.environ.get("OMP_NUM_THREADS", os.cpu_count()))
@@ -133,7 +147,7 @@ def main():
     hdr = f"{'dtype':5} {'d':>4} {'s':>5} {'causal':6} {'op':6} " + " ".join(
         f"{k:>18}" for k in list(libs) + ["torch"]) + f" {'torch/ours':>10}"
     print(hdr + "   (ms)", flush=True)
-    for dt, b, h, s, d, causal, op in grid(a.quick):
+    for dt, b, h, s, d, causal, op in grid(a.quick, only):
         runners = {k: Ours(lib, DTYPES[dt], b, h, s, d, causal, op, gen) for k, lib in libs.items()}
         runners["torch"] = Torch(DTYPES[dt], b, h, s, d, causal, op, gen)
         per = {k: [] for k in runners}

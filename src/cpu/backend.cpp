@@ -106,8 +106,10 @@ int64_t forward_splits(const Params& p, Impl impl) {
   if (p.num_splits > 0) return p.num_splits;
   if (impl == Impl::Reference || (p.cache_seqlens == nullptr && p.block_table == nullptr))
     return 1;
-  const int64_t tasks = p.batch * p.heads_q * ceil_div(p.seqlen_q, kFwdBlockM);
-  return heuristic_splits(tasks, p.seqlen_k, omp_get_max_threads(), kMinKeysPerSplit);
+  const int threads = omp_get_max_threads();
+  const int64_t task_rows = forward_blocks_per_task(p, threads) * kFwdBlockM;
+  const int64_t tasks = p.batch * p.heads_q * ceil_div(p.seqlen_q, task_rows);
+  return heuristic_splits(tasks, p.seqlen_k, threads, kMinKeysPerSplit);
 }
 
 // The forward's shared scratch, in the order forward() carves it: the rotated q, then per part

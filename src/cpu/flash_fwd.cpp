@@ -1,6 +1,7 @@
 // CPU FlashAttention forward: tiled K·Qᵀ, online softmax in fp32, P·V, never materialising the
-// (seqlen_q x seqlen_k) score matrix. One task = (batch, head, block of kFwdBlockM query rows);
-// OpenMP spreads tasks over threads, each with its own scratch carved from the workspace.
+// (seqlen_q x seqlen_k) score matrix. One task = (batch, head, forward_blocks_per_task blocks of
+// kFwdBlockM query rows); OpenMP spreads tasks over threads, each with its own scratch carved from
+// the workspace.
 //
 // Built once per instruction set (FA_CPU_ISA = generic / avx2 / avx512).
 #include <omp.h>
@@ -18,28 +19,38 @@ namespace {
 
 // The block is held transposed: Sᵀ = K (Q scale)ᵀ is (keys x queries), so each query's softmax
 // statistics (max, sum, rescale factor) are lanes of a vector and the online softmax runs
-// kLanes queries at a time with no horizontal reductions. K and V tiles are used as loaded
-// (row-major, no per-query-block transpose); Q is transposed once per task, for all its key
-// tiles; O += P V reads Pᵀ through gemm_at.
-struct ForwardScratch {
-  float* qt;     // (dp, kFwdLd)           (Q * softmax_scale)ᵀ, kFwdBlockM columns used
-  float* k;      // (kBlockN, dp)
-  float* v;      // (kBlockN, dp)
-  float* st;     // (kBlockN, kFwdLd)      logits, then probabilities, transposed
+// kLanes queries at a time with no horizontal reductions. K is used as loaded (row-major, the
+// GEMM's A); the GEMMs' B operands are packed into micro-kernel panels (tile.h) as they are
+// loaded: Qᵀ once per task, for all its key tiles, V once per key tile. O += P V reads Pᵀ
+// through gemm_at_packed_b.
+//
+// A task's query blocks (up to kFwdMaxBlocksPerTask) share each K / V tile it loads (scratch.h);
+// each block keeps its own Qᵀ, O and statistics, and its own visible key range and masks.
+struct QueryBlockScratch {
+  float* qt;     // (dp, kFwdBlockM) packed (Q * softmax_scale)ᵀ, qn columns used
   float* o;      // (kFwdBlockM, dp)       unnormalised output accumulator
   float* m;      // (kFwdBlockM)           running row max of the logits
   float* l;      // (kFwdBlockM)           running row sum of exp(logit - m)
   float* alpha;  // (kFwdBlockM)           this key tile's rescale factor of O
+};
+struct ForwardScratch {
+  QueryBlockScratch block[kFwdMaxBlocksPerTask];
+  float* k;      // (kBlockN, dp)
+  float* v;      // (kBlockN, dp) packed
+  float* st;     // (kBlockN, kFwdLd)      logits, then probabilities, transposed
 
-  ForwardScratch(Arena& a, int64_t dp) {
-    qt = a.floats(dp * kFwdLd);
-    o = a.floats(kFwdBlockM * dp);
+  ForwardScratch(Arena& a, int64_t dp, int blocks) {
+    for (int i = 0; i < blocks; ++i) {
+      QueryBlockScratch& q = block[i];
+      q.qt = a.floats(dp * kFwdBlockM);
+      q.o = a.floats(kFwdBlockM * dp);
+      q.m = a.floats(kFwdBlockM);
+      q.l = a.floats(kFwdBlockM);
+      q.alpha = a.floats(kFwdBlockM);
+    }
     k = a.floats(kBlockN * dp);
     v = a.floats(kBlockN * dp);
     st = a.floats(kBlockN * kFwdLd);
-    m = a.floats(kFwdBlockM);
-    l = a.floats(kFwdBlockM);
-    alpha = a.floats(kFwdBlockM);
   }
 };
 static_assert(kFwdBlockM % kLanes == 0, "the softmax runs whole vectors of queries");
@@ -47,13 +58,13 @@ static_assert(kFwdBlockM % kLanes == 0, "the softmax runs whole vectors of queri
 // Online softmax of one key tile for queries [0, qn) (qn a multiple of kLanes), kLanes queries
 // at a time: m <- max(m, column max of Sᵀ), Sᵀ <- exp(Sᵀ - m), l <- alpha l + column sum, with
 // alpha = exp(m_old - m) (exactly 1 where the max did not move), kept for O.
-inline void online_softmax(const ForwardScratch& w, int64_t qn) {
+inline void online_softmax(float* __restrict st, const QueryBlockScratch& q, int64_t qn) {
   constexpr int64_t ld = kFwdLd;
   for (int64_t c = 0; c < qn; c += kLanes) {
-    const fvec m_old = vload(w.m + c);
+    const fvec m_old = vload(q.m + c);
     fvec m_new = m_old;
     for (int64_t j = 0; j < kBlockN; ++j) {
-      const fvec x = vload(w.st + j * ld + c);
+      const fvec x = vload(st + j * ld + c);
       m_new = x > m_new ? x : m_new;
     }
     // A query that has seen no visible key yet keeps m = -inf; use 0 so exp gives 0, not NaN.
@@ -62,121 +73,191 @@ inline void online_softmax(const ForwardScratch& w, int64_t qn) {
     // the two products would each round to ~1e-3.
     fvec sum{};
     for (int64_t j = 0; j < kBlockN; ++j) {
-      float* s = w.st + j * ld + c;
+      float* s = st + j * ld + c;
       const fvec e = exp2_approx((vload(s) - m_use) * kLog2e);
       vstore(s, e);
       sum += e;
     }
     const fvec alpha = exp2_approx((m_old - m_use) * kLog2e);
-    vstore(w.alpha + c, alpha);
-    vstore(w.l + c, vload(w.l + c) * alpha + sum);
-    vstore(w.m + c, m_new);
+    vstore(q.alpha + c, alpha);
+    vstore(q.l + c, vload(q.l + c) * alpha + sum);
+    vstore(q.m + c, m_new);
   }
 }
 
+// One task: query blocks [block0, block0 + blocks) of (batch b, head h).
 template <typename T>
-void forward_block(const Params& p, const ForwardScratch& w, int64_t b, int64_t h, int64_t row0) {
-  constexpr int64_t ld = kFwdLd;  // of qt and st
-  const Sequence sq = p.sequence(b);
-  const int64_t rows = std::min(kFwdBlockM, sq.len_q - row0);
-  const int64_t qn = round_up(rows, kLanes);  // query columns of Sᵀ, whole vectors
-  const int64_t d = p.head_dim, dp = pad_cols(d);
-  const int64_t hk = h / p.group();
-  const Visibility vis{sq.diag, p.window_left, p.window_right};
-  const Logit<float> logit{p.softcap, p.alibi_slope(b, h), sq.diag};
-  const bool transform = p.softcap > 0.f || logit.alibi_slope != 0.f;
-  const bool biased = p.bias.kind != Params::Bias::Kind::None;
-  const int64_t bias_key0 = sq.k_start - p.seq(b).k_start;  // a split part's first key
-  const bool dropout = p.dropout_p > 0.f;
-  const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
-  const uint32_t bh = uint32_t(b * p.heads_q + h);
+class ForwardTask {
+ public:
+  ForwardTask(const Params& p, const ForwardScratch& w, int64_t b, int64_t h, int64_t block0,
+              int blocks)
+      : p_(p), w_(w), b_(b), h_(h), blocks_n_(blocks), sq_(p.sequence(b)), d_(p.head_dim), dp_(pad_cols(d_)),
+        hk_(h / p.group()), vis_{sq_.diag, p.window_left, p.window_right},
+        logit_{p.softcap, p.alibi_slope(b, h), sq_.diag},
+        transform_(p.softcap > 0.f || logit_.alibi_slope != 0.f),
+        biased_(p.bias.kind != Params::Bias::Kind::None),
+        bias_key0_(sq_.k_start - p.seq(b).k_start),  // a split part's first key
+        drop_(DropoutStream::make(p.seed, p.offset, p.dropout_p)),
+        bh_(uint32_t(b * p.heads_q + h)) {
+    for (int i = 0; i < blocks_n_; ++i) {
+      Block& blk = blocks_[i];
+      blk.row0 = (block0 + i) * kFwdBlockM;
+      blk.rows = std::clamp<int64_t>(sq_.len_q - blk.row0, 0, kFwdBlockM);
+      blk.qn = round_up(blk.rows, kLanes);  // query columns of Sᵀ, whole vectors
+      if (blk.rows == 0) continue;
+      blk.key_begin = vis_.key_begin(blk.row0, sq_.len_k);
+      blk.key_end = vis_.key_end(blk.row0 + blk.rows, sq_.len_k);
+    }
+  }
 
-  // fp8: q's and k's descales fold into the scale of Q, v's into the normalisation below (each
-  // 1 for other dtypes: the same bits as without them). Padding queries [rows, qn) are zero
-  // columns: finite logits whose results are never stored.
-  const float q_scale = p.softmax_scale * p.q_descale.at(b, hk) * p.k_descale.at(b, hk);
-  load_rows_t<T>([&](int64_t r) { return p.q.at<T>(b, sq.q_start + row0 + r, h); }, rows, qn, d,
-                 dp, q_scale, w.qt, ld);
-  std::fill(w.o, w.o + qn * dp, 0.f);
-  std::fill(w.m, w.m + qn, kNegInf);
-  std::fill(w.l, w.l + qn, 0.f);
+  void run() {
+    int64_t key_begin = sq_.len_k, key_end = 0;  // the keys some block's row can see
+    for (int i = 0; i < blocks_n_; ++i) {
+      if (blocks_[i].rows == 0) continue;
+      start(i);
+      key_begin = std::min(key_begin, blocks_[i].key_begin);
+      key_end = std::max(key_end, blocks_[i].key_end);
+    }
+    for (int64_t n0 = key_begin / kBlockN * kBlockN; n0 < key_end; n0 += kBlockN) {
+      const int64_t cols = std::min(kBlockN, sq_.len_k - n0);
+      bool sees[kFwdMaxBlocksPerTask] = {};
+      bool any = false;
+      for (int i = 0; i < blocks_n_; ++i) any |= sees[i] = sees_tile(blocks_[i], n0, cols);
+      if (!any) continue;
+      // Dense or paged: key rows through Params::key_row.
+      load_rows<T>(KeyRows<T>{p_, p_.k, b_, sq_.k_start + n0, hk_}, cols, kBlockN, d_, 1.f, w_.k,
+                   dp_);
+      load_rows_packed<T>(KeyRows<T>{p_, p_.v, b_, sq_.k_start + n0, hk_}, cols, kBlockN, d_, dp_,
+                          1.f, w_.v);
+      for (int i = 0; i < blocks_n_; ++i)
+        if (sees[i]) key_tile(i, n0, cols);
+    }
+    for (int i = 0; i < blocks_n_; ++i)
+      if (blocks_[i].rows > 0) finish(i);
+  }
 
-  // Only key tiles that some row of this block can see.
-  const int64_t key_begin = vis.key_begin(row0, sq.len_k);
-  const int64_t key_end = vis.key_end(row0 + rows, sq.len_k);
-  for (int64_t n0 = key_begin / kBlockN * kBlockN; n0 < key_end; n0 += kBlockN) {
-    const int64_t cols = std::min(kBlockN, sq.len_k - n0);
-    // A tile a mask hides entirely leaves m, l and O as they are: skip it.
-    if (biased && mask_hides_tile(p.bias, b, h, row0, rows, bias_key0 + n0, cols)) continue;
-    // Dense or paged: key rows through Params::key_row.
-    load_rows<T>(KeyRows<T>{p, p.k, b, sq.k_start + n0, hk}, cols, kBlockN, d, 1.f, w.k, dp);
-    load_rows<T>(KeyRows<T>{p, p.v, b, sq.k_start + n0, hk}, cols, kBlockN, d, 1.f, w.v, dp);
+ private:
+  struct Block {
+    int64_t row0 = 0, rows = 0, qn = 0;  // rows past the sequence: none (the block is idle)
+    int64_t key_begin = 0, key_end = 0;  // the keys its rows can see
+  };
+
+  // Whether any row of the block can see a key of tile [n0, n0 + cols): a tile outside its
+  // rows' windows, or one a mask hides entirely, leaves its m, l and O as they are.
+  bool sees_tile(const Block& blk, int64_t n0, int64_t cols) const {
+    if (blk.rows == 0 || n0 + cols <= blk.key_begin || n0 >= blk.key_end) return false;
+    return !(biased_ &&
+             mask_hides_tile(p_.bias, b_, h_, blk.row0, blk.rows, bias_key0_ + n0, cols));
+  }
+
+  void start(int i) {
+    const Block& blk = blocks_[i];
+    const QueryBlockScratch& q = w_.block[i];
+    // fp8: q's and k's descales fold into the scale of Q, v's into the normalisation (each 1 for
+    // other dtypes: the same bits as without them). Padding queries [rows, qn) are zero columns:
+    // finite logits whose results are never stored.
+    const float q_scale = p_.softmax_scale * p_.q_descale.at(b_, hk_) * p_.k_descale.at(b_, hk_);
+    load_rows_t_packed<T>([&](int64_t r) { return p_.q.at<T>(b_, sq_.q_start + blk.row0 + r, h_); },
+                          blk.rows, blk.qn, d_, dp_, q_scale, q.qt);
+    std::fill(q.o, q.o + blk.qn * dp_, 0.f);
+    std::fill(q.m, q.m + blk.qn, kNegInf);
+    std::fill(q.l, q.l + blk.qn, 0.f);
+  }
+
+  // Block i's step over the key tile [n0, n0 + cols) in w_.k and w_.v.
+  void key_tile(int i, int64_t n0, int64_t cols) {
+    constexpr int64_t ld = kFwdLd;  // of st
+    const Block& blk = blocks_[i];
+    const QueryBlockScratch& q = w_.block[i];
+    const int64_t row0 = blk.row0, rows = blk.rows, qn = blk.qn;
+    float* st = w_.st;
 
     // Sᵀ (kBlockN, qn) = K (scale Q)ᵀ
-    gemm(kBlockN, qn, dp, w.k, dp, w.qt, ld, w.st, ld, false);
+    gemm_packed_b(kBlockN, qn, dp_, w_.k, dp_, q.qt, st, ld, false);
 
     // Element (query r, key j) is st[j ld + r].
-    if (transform)
+    if (transform_)
       for (int64_t j = 0; j < cols; ++j)
-        for (int64_t r = 0; r < rows; ++r)
-          w.st[j * ld + r] = logit(w.st[j * ld + r], row0 + r, n0 + j);
+        for (int64_t r = 0; r < rows; ++r) st[j * ld + r] = logit_(st[j * ld + r], row0 + r, n0 + j);
     // softcap(scale q.k) + bias - ALiBi (the order commutes past softcap); masks -> -inf.
-    if (biased) add_bias(p.bias, b, h, row0, rows, bias_key0 + n0, cols, w.st, 1, ld);
+    if (biased_) add_bias(p_.bias, b_, h_, row0, rows, bias_key0_ + n0, cols, st, 1, ld);
     // The common path (a full tile inside every row's window) carries no mask arithmetic.
-    const bool masked = cols < kBlockN || !vis.block_unmasked(row0, row0 + rows, n0, n0 + cols);
+    const bool masked = cols < kBlockN || !vis_.block_unmasked(row0, row0 + rows, n0, n0 + cols);
     if (masked)
       for (int64_t j = 0; j < kBlockN; ++j)
         for (int64_t r = 0; r < rows; ++r)
-          if (j >= cols || !vis.visible(row0 + r, n0 + j)) w.st[j * ld + r] = kNegInf;
+          if (j >= cols || !vis_.visible(row0 + r, n0 + j)) st[j * ld + r] = kNegInf;
 
-    online_softmax(w, qn);
+    online_softmax(st, q, qn);
     for (int64_t r = 0; r < qn; ++r) {
-      const float alpha = w.alpha[r];
+      const float alpha = q.alpha[r];
       if (alpha == 1.f) continue;  // the max did not move
-      float* o = w.o + r * dp;
-      for (int64_t c = 0; c < dp; ++c) o[c] *= alpha;
+      float* o = q.o + r * dp_;
+      for (int64_t c = 0; c < dp_; ++c) o[c] *= alpha;
     }
-    if (dropout)  // l is the undropped normaliser; dropout acts on what P·V sees
+    if (p_.dropout_p > 0.f)  // l is the undropped normaliser; dropout acts on what P·V sees
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t j = 0; j < cols; j += DropoutStream::kCols) {
-          const uint32_t bits = drop.keep_row32(bh, uint32_t(row0 + r), uint32_t(n0 + j));
+          const uint32_t bits = drop_.keep_row32(bh_, uint32_t(row0 + r), uint32_t(n0 + j));
           for (int64_t t = 0; t < int64_t(DropoutStream::kCols) && j + t < cols; ++t) {
-            float& x = w.st[(j + t) * ld + r];
-            x = (bits >> t) & 1u ? x * drop.keep_scale : 0.f;
+            float& x = st[(j + t) * ld + r];
+            x = (bits >> t) & 1u ? x * drop_.keep_scale : 0.f;
           }
         }
 
     // O (qn, dp) += P V, P read from Pᵀ
-    gemm_at(qn, dp, kBlockN, w.st, ld, w.v, dp, w.o, dp, true);
+    gemm_at_packed_b(qn, dp_, kBlockN, st, ld, w_.v, q.o, dp_, true);
   }
 
   // Normalise; a row with no visible key outputs 0 and lse = -inf (when the caller wants it).
-  const float v_descale = p.v_descale.at(b, hk);
-  for (int64_t r = 0; r < rows; ++r) {
-    const bool empty = w.l[r] == 0.f;
-    const float inv = empty ? 0.f : v_descale / w.l[r];
-    float* o = w.o + r * dp;
-    for (int64_t c = 0; c < d; ++c) o[c] *= inv;
-    if (p.lse.data) p.lse.at(b, h, sq.q_start + row0 + r) = empty ? kNegInf : w.m[r] + std::log(w.l[r]);
+  void finish(int i) {
+    const Block& blk = blocks_[i];
+    const QueryBlockScratch& q = w_.block[i];
+    const float v_descale = p_.v_descale.at(b_, hk_);
+    for (int64_t r = 0; r < blk.rows; ++r) {
+      const bool empty = q.l[r] == 0.f;
+      const float inv = empty ? 0.f : v_descale / q.l[r];
+      float* o = q.o + r * dp_;
+      for (int64_t c = 0; c < d_; ++c) o[c] *= inv;
+      if (p_.lse.data)
+        p_.lse.at(b_, h_, sq_.q_start + blk.row0 + r) = empty ? kNegInf : q.m[r] + std::log(q.l[r]);
+    }
+    store_rows_as(p_.out, b_, sq_.q_start + blk.row0, blk.rows, h_, d_, q.o, dp_, 1.f);  // out's own dtype
   }
-  store_rows_as(p.out, b, sq.q_start + row0, rows, h, d, w.o, dp, 1.f);  // out's own dtype
-}
+
+  const Params& p_;
+  const ForwardScratch& w_;
+  const int64_t b_, h_;
+  const int blocks_n_;
+  const Sequence sq_;
+  const int64_t d_, dp_, hk_;
+  const Visibility vis_;
+  const Logit<float> logit_;
+  const bool transform_, biased_;
+  const int64_t bias_key0_;
+  const DropoutStream drop_;
+  const uint32_t bh_;
+  Block blocks_[kFwdMaxBlocksPerTask];
+};
 
 template <typename T>
 void forward(const Params& p, void* workspace, size_t bytes, int threads) {
-  const int64_t m_blocks = (p.seqlen_q + kFwdBlockM - 1) / kFwdBlockM;
-  const int64_t tasks = p.batch * p.heads_q * m_blocks;
+  const int blocks = forward_blocks_per_task(p, threads);
+  const int64_t task_rows = blocks * kFwdBlockM;
+  const int64_t m_tasks = (p.seqlen_q + task_rows - 1) / task_rows;
+  const int64_t tasks = p.batch * p.heads_q * m_tasks;
   const size_t per_thread = forward_thread_bytes(p).bytes("the CPU forward's scratch");
 #pragma omp parallel num_threads(threads)
   {
     Arena arena(static_cast<char*>(workspace), bytes);
     arena.skip(per_thread * size_t(omp_get_thread_num()));
-    const ForwardScratch w(arena, pad_cols(p.head_dim));
+    const ForwardScratch w(arena, pad_cols(p.head_dim), blocks);
     // Dynamic: causal and window blocks differ in cost by up to seqlen_k / kBlockN.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < tasks; ++t) {
-      const int64_t mb = t % m_blocks, h = (t / m_blocks) % p.heads_q, b = t / (m_blocks * p.heads_q);
-      if (mb * kFwdBlockM < p.seq(b).len_q) forward_block<T>(p, w, b, h, mb * kFwdBlockM);
+      const int64_t mt = t % m_tasks, h = (t / m_tasks) % p.heads_q, b = t / (m_tasks * p.heads_q);
+      if (mt * task_rows < p.seq(b).len_q)
+        ForwardTask<T>(p, w, b, h, mt * blocks, blocks).run();
     }
   }
 }

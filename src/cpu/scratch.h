@@ -2,6 +2,7 @@
 // queries and every instruction-set build of the kernels.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -18,9 +19,42 @@ constexpr int64_t kBlockM = 64;  // query rows per backward step
 // The forward's query rows per task: 128 loads each K / V tile once for twice the rows, halving
 // that cost per FLOP; its working set at d = 256 (~0.4 MB) still fits a 1 MB L2 (Zen 4, Xeon: 1-2 MB).
 constexpr int64_t kFwdBlockM = 128;
-// Row length (floats) of the forward's transposed tiles Qᵀ and Sᵀ (query columns): one cache
-// line more than kFwdBlockM, so that the 64 rows a micro-kernel panel walks down are not 512
-// bytes apart (which maps them all into 8 of a 32 KB 8-way L1's 64 sets).
+// Query blocks of a forward task, at most, which share every K / V tile it loads. A tile's rows
+// are a head's slice of (seq, head, dim) rows, one or two 4 KB pages apart: loading them (TLB
+// walks and cache misses that software prefetch did not hide, Zen 3) took ~20% of the forward at
+// d 128 with one block a task; each block more divides that per FLOP (4 blocks measured 3-5%
+// faster than 2 on the full-mask d 128 forward, docs/performance-log.md, issue 34). Each block
+// keeps its own masks and key range, so a causal block skips what it skipped alone. A block's Qᵀ
+// and O (128 KB at d 128) are read once per key tile, sequentially, so four of them overflowing
+// a 512 KB L2 cost little.
+constexpr int kFwdMaxBlocksPerTask = 4;
+// Fewer blocks a task where there would otherwise be fewer than this many tasks per thread: the
+// dynamic schedule needs several to even out causal tasks, whose costs differ by up to
+// seqlen_k / kBlockN.
+constexpr int64_t kFwdMinTasksPerThread = 4;
+
+// Query blocks per forward task that the per-thread scratch holds: kFwdMaxBlocksPerTask, or
+// fewer where the longest sequence has fewer blocks (a short call's workspace stays small).
+inline int forward_max_blocks_per_task(const Params& p) {
+  const int64_t seq_blocks = (p.seqlen_q + kFwdBlockM - 1) / kFwdBlockM;
+  int per_task = kFwdMaxBlocksPerTask;
+  while (per_task > 1 && per_task / 2 >= seq_blocks) per_task /= 2;
+  return per_task;
+}
+
+// Query blocks per forward task for this call on `threads` threads: the most, up to
+// forward_max_blocks_per_task, that leave kFwdMinTasksPerThread tasks a thread (1 when none do).
+inline int forward_blocks_per_task(const Params& p, int threads) {
+  const int64_t blocks = p.batch * p.heads_q * ((p.seqlen_q + kFwdBlockM - 1) / kFwdBlockM);
+  int per_task = forward_max_blocks_per_task(p);
+  while (per_task > 1 &&
+         blocks / per_task < kFwdMinTasksPerThread * std::max<int64_t>(threads, 1))
+    per_task /= 2;
+  return per_task;
+}
+// Row length (floats) of the forward's transposed tile Sᵀ (query columns): one cache line more
+// than kFwdBlockM, so that the 64 rows a micro-kernel panel walks down are not 512 bytes apart
+// (which maps them all into 8 of a 32 KB 8-way L1's 64 sets).
 constexpr int64_t kFwdLd = kFwdBlockM + 16;
 constexpr int64_t kBlockN = 64;  // keys per step of the inner loop
 // The dropout mask is drawn a block's columns at a time (DropoutStream::keep_row32, aligned).
@@ -65,16 +99,17 @@ class Arena {
   size_t used_ = 0;
 };
 
-// Per-thread scratch of the forward: Qᵀ, K, V, Sᵀ/Pᵀ, O tiles and the row statistics m, l and
-// the rescale factor alpha (flash_fwd.cpp's ForwardScratch).
+// Per-thread scratch of the forward: per query block of a task Qᵀ, O and the row statistics m, l
+// and the rescale factor alpha; K, V and Sᵀ/Pᵀ tiles (flash_fwd.cpp's ForwardScratch).
 inline Checked forward_thread_bytes(const Params& p) {
   const int64_t dp = pad_cols(p.head_dim);
   auto block = Arena::checked_block_bytes;
-  return block(dp * kFwdLd)                // Qt
-         + block(kFwdBlockM * dp)          // O
+  return (block(dp * kFwdBlockM)           // Qt, packed
+          + block(kFwdBlockM * dp)         // O
+          + block(kFwdBlockM) * 3)         // m, l, alpha
+             * forward_max_blocks_per_task(p)
          + block(kBlockN * dp) * 2         // K, V
-         + block(kBlockN * kFwdLd)         // St, then Pt
-         + block(kFwdBlockM) * 3;          // m, l, alpha
+         + block(kBlockN * kFwdLd);        // St, then Pt
 }
 
 // Per-thread scratch of the backward: the dQ accumulator, Q and dO of a whole (batch, head)

@@ -20,7 +20,8 @@ namespace {
 
 // C[0..R) x [0..V kLanes) = [C +] A[0..R) x [0..K) * B[0..K) x [0..V kLanes). A is row-major
 // (element (r, k) at a[r lda + k]) or, with kAt, given transposed (at a[k lda + r]: the R values
-// a step broadcasts are then one contiguous run).
+// a step broadcasts are then one contiguous run). B's rows are ldb floats apart (a packed panel's:
+// V kLanes).
 template <int R, int V, bool kAt>
 inline void micro(int64_t K, const float* __restrict a, int64_t lda, const float* __restrict b,
                   int64_t ldb, float* __restrict c, int64_t ldc, bool accumulate) {
@@ -40,15 +41,16 @@ inline void micro(int64_t K, const float* __restrict a, int64_t lda, const float
     for (int v = 0; v < V; ++v) vstore(c + r * ldc + v * kLanes, acc[r][v]);
 }
 
-// One panel of V vectors of columns over all M rows: bands of kMicroRows rows, then of 4
-// (M % 4 == 0).
+// One panel of V vectors of columns over all M rows: bands of kMicroRows rows while they leave a
+// multiple of 4 rows (kBandRows), then bands of 4 (M % 4 == 0).
 template <int V, bool kAt>
 inline void panel(int64_t M, int64_t K, const float* __restrict A, int64_t lda,
                   const float* __restrict b, int64_t ldb, float* __restrict c, int64_t ldc,
                   bool accumulate) {
   const auto rows_of_a = [&](int64_t i) { return kAt ? A + i : A + i * lda; };
+  const int64_t banded = M / kBandRows * kBandRows;
   int64_t i = 0;
-  for (; i + kMicroRows <= M; i += kMicroRows)
+  for (; i < banded; i += kMicroRows)
     micro<kMicroRows, V, kAt>(K, rows_of_a(i), lda, b, ldb, c + i * ldc, ldc, accumulate);
   if constexpr (kMicroRows > 4)
     for (; i < M; i += 4) micro<4, V, kAt>(K, rows_of_a(i), lda, b, ldb, c + i * ldc, ldc, accumulate);
@@ -58,16 +60,19 @@ inline void panel(int64_t M, int64_t K, const float* __restrict A, int64_t lda,
 // B (64 bytes on AVX2) against kMicroRows floats of A, so it is B's panel (K x kMicroVecs
 // kLanes, 8 KB at K = 64 on AVX2) that must stay in L1 across the bands; A is streamed. The
 // other order (bands outer) re-read all of B from L2 for every band. Each element of C sums
-// over k in the same order either way: the same bits.
-template <bool kAt>
+// over k in the same order either way: the same bits. With kPackedB, B is packed (tile.h) and
+// its panel at column j is the K x width run starting at B + j K.
+template <bool kAt, bool kPackedB>
 void gemm_any(int64_t M, int64_t N, int64_t K, const float* __restrict A, int64_t lda,
               const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
               bool accumulate) {
-  constexpr int64_t kCols = kMicroVecs * kLanes;
+  const auto panel_of_b = [&](int64_t j) { return kPackedB ? B + j * K : B + j; };
   int64_t j = 0;
-  for (; j + kCols <= N; j += kCols)
-    panel<kMicroVecs, kAt>(M, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
-  for (; j < N; j += kLanes) panel<1, kAt>(M, K, A, lda, B + j, ldb, C + j, ldc, accumulate);
+  for (; j + kPanelCols <= N; j += kPanelCols)
+    panel<kMicroVecs, kAt>(M, K, A, lda, panel_of_b(j), kPackedB ? kPanelCols : ldb, C + j, ldc,
+                           accumulate);
+  for (; j < N; j += kLanes)
+    panel<1, kAt>(M, K, A, lda, panel_of_b(j), kPackedB ? kLanes : ldb, C + j, ldc, accumulate);
 }
 
 }  // namespace
@@ -75,13 +80,24 @@ void gemm_any(int64_t M, int64_t N, int64_t K, const float* __restrict A, int64_
 void gemm(int64_t M, int64_t N, int64_t K, const float* __restrict A, int64_t lda,
           const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
           bool accumulate) {
-  gemm_any<false>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+  gemm_any<false, false>(M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 
 void gemm_at(int64_t M, int64_t N, int64_t K, const float* __restrict At, int64_t lda,
              const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
              bool accumulate) {
-  gemm_any<true>(M, N, K, At, lda, B, ldb, C, ldc, accumulate);
+  gemm_any<true, false>(M, N, K, At, lda, B, ldb, C, ldc, accumulate);
+}
+
+void gemm_packed_b(int64_t M, int64_t N, int64_t K, const float* __restrict A, int64_t lda,
+                   const float* __restrict Bp, float* __restrict C, int64_t ldc, bool accumulate) {
+  gemm_any<false, true>(M, N, K, A, lda, Bp, 0, C, ldc, accumulate);
+}
+
+void gemm_at_packed_b(int64_t M, int64_t N, int64_t K, const float* __restrict At, int64_t lda,
+                      const float* __restrict Bp, float* __restrict C, int64_t ldc,
+                      bool accumulate) {
+  gemm_any<true, true>(M, N, K, At, lda, Bp, 0, C, ldc, accumulate);
 }
 
 }  // namespace fa::cpu::FA_CPU_ISA

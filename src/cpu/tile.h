@@ -40,14 +40,29 @@
 namespace fa::cpu::FA_CPU_ISA {
 
 constexpr int kLanes = FA_CPU_LANES;
-// Micro-kernel footprint: kMicroRows rows x kMicroVecs vectors of fp32 accumulators. 8-lane
-// builds: 4 x 2 = 8 of the 16 ymm registers, the rest for the broadcast A values and the B row.
-// 16-lane builds: 8 x 2 = 16 of the 32 zmm registers (8 x 32 columns), twice the FMAs per B load
-// of 4 x 2 (measured against 4 x 4 and 4 x 2: docs/performance-log.md).
-constexpr int kMicroRows = kLanes == 16 ? 8 : 4;
+// Micro-kernel footprint: kMicroRows rows x kMicroVecs vectors of fp32 accumulators.
+// - avx2 (16 ymm): 6 x 2 = 12 accumulators, 2 for the B row and 1 broadcast. Two FMA pipes of
+//   4-cycle latency need 8 independent chains; 4 x 2 had exactly 8 and no slack, and ran the
+//   forward's P V at ~70 GFLOP/s a Zen 3 core against ~90 for 6 x 2 (docs/performance-log.md,
+//   issue 34).
+// - generic (two xmm per vector, 16 xmm): 4 x 2, whose 16 xmm accumulators already fill the file.
+// - 16-lane builds: 8 x 2 = 16 of the 32 zmm registers (8 x 32 columns), twice the FMAs per B load
+//   of 4 x 2 (measured against 4 x 4 and 4 x 2: docs/performance-log.md).
+#if defined(__AVX__) || defined(__AVX512F__)
+constexpr int kMicroRows = kLanes == 16 ? 8 : 6;
+#else
+constexpr int kMicroRows = 4;
+#endif
 constexpr int kMicroVecs = 2;
+// Rows of C in whole micro-kernel bands before the 4-row tail: a multiple of 4, so that the tail
+// of an M % 4 == 0 tile is whole 4-row bands (6-row bands go in pairs).
+constexpr int kBandRows = kMicroRows % 4 == 0 ? kMicroRows : 2 * kMicroRows;
+static_assert(kBandRows % 4 == 0 && kBandRows % kMicroRows == 0, "bands then 4-row tail bands");
 static_assert(kPadRows % 4 == 0 && kPadCols % kLanes == 0,
               "tiles are padded to the micro-kernel's row tail (4) and one vector of columns");
+// Columns of B (and C) one micro-kernel call covers: a panel.
+constexpr int64_t kPanelCols = kMicroVecs * kLanes;
+static_assert(kMicroVecs == 2, "a packed matrix's tail is at most one vector-wide panel");
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr float kLog2e = 1.4426950408889634f;
@@ -65,6 +80,29 @@ void gemm(int64_t M, int64_t N, int64_t K, const float* __restrict A, int64_t ld
 void gemm_at(int64_t M, int64_t N, int64_t K, const float* __restrict At, int64_t lda,
              const float* __restrict B, int64_t ldb, float* __restrict C, int64_t ldc,
              bool accumulate);
+
+// Packed B: a (K x N) matrix (N % kLanes == 0) stored as its column panels one after another,
+// kPanelCols wide (a last one kLanes wide where N % kPanelCols != 0), each panel's K rows
+// contiguous. The micro-kernel then reads B as one sequential stream: a row-major B whose rows
+// are 512 bytes apart (V at d 128) puts a panel's 64 rows in 8 of a 64-set L1's sets, where the
+// A and C streams evict them. Column n's panel starts at column packed_panel(n, N).
+inline int64_t packed_panel(int64_t n, int64_t N) {
+  const int64_t whole = N / kPanelCols * kPanelCols;
+  return n < whole ? n / kPanelCols * kPanelCols : whole;
+}
+inline int64_t packed_width(int64_t j, int64_t N) { return N - j >= kPanelCols ? kPanelCols : kLanes; }
+// Element (k, n) of a packed (K x N) matrix.
+inline int64_t packed_index(int64_t k, int64_t n, int64_t K, int64_t N) {
+  const int64_t j = packed_panel(n, N);
+  return j * K + k * packed_width(j, N) + (n - j);
+}
+
+// gemm and gemm_at with B packed (above): Bp holds the (K x N) matrix B.
+void gemm_packed_b(int64_t M, int64_t N, int64_t K, const float* __restrict A, int64_t lda,
+                   const float* __restrict Bp, float* __restrict C, int64_t ldc, bool accumulate);
+void gemm_at_packed_b(int64_t M, int64_t N, int64_t K, const float* __restrict At, int64_t lda,
+                      const float* __restrict Bp, float* __restrict C, int64_t ldc,
+                      bool accumulate);
 
 // dst (cols x rows) = src (rows x cols)^T.
 inline void transpose(int64_t rows, int64_t cols, const float* __restrict src, int64_t lds,
@@ -214,6 +252,54 @@ void load_rows(const RowAt& src, int64_t rows, int64_t rows_pad, int64_t d, floa
       for (int64_t c = d; c < ld; ++c) out[c] = 0.f;
     } else {
       for (int64_t c = 0; c < ld; ++c) out[c] = 0.f;
+    }
+  }
+}
+
+// convert_row of one whole panel's run of a row: a count known when compiling, so that the fp32
+// copy is inlined (convert_row's run-time count made it a memmove call per 64 bytes).
+template <typename T>
+inline void convert_panel_row(const T* __restrict in, float scale, float* __restrict out) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>)
+    for (int64_t c = 0; c < kPanelCols; ++c) out[c] = to_float(in[c]) * scale;
+  else
+    convert_row(in, kPanelCols, scale, out);  // fp16: F16C's conversion; fp8: the table
+}
+
+// load_rows into a packed (rows_pad x d_pad) matrix (packed_index): V as O += P V's B operand.
+template <typename T, typename RowAt>
+void load_rows_packed(const RowAt& src, int64_t rows, int64_t rows_pad, int64_t d, int64_t d_pad,
+                      float scale, float* __restrict dst) {
+  for (int64_t j = 0; j < d_pad; j += packed_width(j, d_pad)) {
+    const int64_t w = packed_width(j, d_pad);
+    const int64_t n = std::clamp<int64_t>(d - j, 0, w);  // columns of the input in this panel
+    float* panel = dst + j * rows_pad;
+    for (int64_t r = 0; r < rows_pad; ++r) {
+      float* out = panel + r * w;
+      const int64_t filled = r < rows ? n : 0;
+      if (filled == kPanelCols) convert_panel_row(src(r) + j, scale, out);
+      else if (filled) convert_row(src(r) + j, filled, scale, out);
+      for (int64_t c = filled; c < w; ++c) out[c] = 0.f;
+    }
+  }
+}
+
+// load_rows transposed into a packed (d_pad x rows_pad) matrix: element (column c, row r) at
+// packed_index(c, r, d_pad, rows_pad), times `scale`; padding is 0. (Q scale)ᵀ as Sᵀ = K Qᵀ's B.
+template <typename T, typename RowAt>
+void load_rows_t_packed(const RowAt& src, int64_t rows, int64_t rows_pad, int64_t d,
+                        int64_t d_pad, float scale, float* __restrict dst) {
+  std::fill(dst, dst + d_pad * rows_pad, 0.f);
+  constexpr int64_t kChunk = 64;  // a row converted a chunk at a time, then scattered
+  float row[kChunk];
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* in = src(r);
+    const int64_t j = packed_panel(r, rows_pad), w = packed_width(j, rows_pad);
+    float* out = dst + j * d_pad + (r - j);  // element (c, r) at out[c w]
+    for (int64_t c0 = 0; c0 < d; c0 += kChunk) {
+      const int64_t n = std::min(kChunk, d - c0);
+      convert_row(in + c0, n, scale, row);
+      for (int64_t c = 0; c < n; ++c) out[(c0 + c) * w] = row[c];
     }
   }
 }
