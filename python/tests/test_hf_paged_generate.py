@@ -10,7 +10,7 @@ of different lengths are prefilled one entry at a time and then decoded together
 cache_seqlens. transformers decodes each prompt alone with its own cache (the model's forward
 with past_key_values, greedy). 32 tokens each.
 
-On CUDA in bf16 (where greedy tokens part ways at near-ties between any two exact
+In bf16, on the CPU backend and on CUDA (where greedy tokens part ways at near-ties between any two exact
 implementations) the same loop is teacher-forced with the fp32 reference's tokens and its logits
 are held to the accuracy rule: their largest distance from the float64 model's logits is at most
 twice that of the same model run by transformers' eager attention in bf16, plus 1e-5.
@@ -41,7 +41,7 @@ def make_model(impl):
 def rotary_tables(model):
     """cos / sin (positions, head_dim / 2) of the model's rotary embedding, fp32."""
     rot = model.model.rotary_emb
-    angle = torch.arange(MAX_LEN, dtype=torch.float32)[:, None] * rot.inv_freq.float()[None, :]
+    angle = torch.arange(MAX_LEN, dtype=torch.float32)[:, None] * rot.inv_freq.float().cpu()[None, :]
     scale = float(getattr(rot, "attention_scaling", 1.0))
     return angle.cos() * scale, angle.sin() * scale
 
@@ -138,15 +138,15 @@ def full_logits(model, sequence):
         return model(input_ids=ids, use_cache=False).logits[0].float().cpu()
 
 
-@requires_cuda
-def test_paged_bf16_logits_on_cuda_meet_the_rule():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_cuda)])
+def test_paged_bf16_logits_meet_the_rule(device):
     # The tokens: the fp32 reference's greedy continuation of each prompt, fed to every run.
     reference = make_model(transformers_reference_impl(transformers))
     tokens = [generate_transformers(reference, prompt) for prompt in PROMPTS]
-    ours_model = make_model("eager").to(device="cuda", dtype=torch.bfloat16)
+    ours_model = make_model("eager").to(device=device, dtype=torch.bfloat16)
     _, ours = generate_paged(ours_model, PROMPTS, forced=tokens)
     exact = make_model("eager").double()  # the oracle: float64 on the CPU
-    naive = make_model("eager").to(device="cuda", dtype=torch.bfloat16)  # bf16, eager attention
+    naive = make_model("eager").to(device=device, dtype=torch.bfloat16)  # bf16, eager attention
     err_ours = err_naive = 0.0
     for b, (prompt, toks) in enumerate(zip(PROMPTS, tokens)):
         seq = prompt + toks[:-1]  # position len(prompt) - 1 + i chose token i
