@@ -2,8 +2,8 @@
 # The KV-cache family's check on the GPU machine (issue 26), in steps that each fit one device
 # call (a second call within the machine's 30 s idle window reuses build-gpu):
 #   scripts/gpu-decode.sh test OUTDIR    build (sm_90a, every head dim) with the tests; the
-#                                        KV-cache GPU tests (4 shards); memcheck, and racecheck
-#                                        on each attention kernel alone; the Python KV-cache and
+#                                        KV-cache GPU tests (4 shards); memcheck, racecheck and
+#                                        synccheck on small cases; the Python KV-cache and
 #                                        generation tests on CUDA (bf16 Llama logits by the rule);
 #                                        the sm90 backward's grid under a time limit. Summary last.
 #   scripts/gpu-decode.sh bench OUTDIR HEADS [decode_bench.py args...]
@@ -53,9 +53,9 @@ case $mode in
     grep -E "^\[  FAILED" "$out/kv-tests.log" | sort -u | head -20
     grep -E "max_err|Which is|rule" "$out/kv-tests.log" | head -8
 
-    # Sanitizers side by side: memcheck over the hostile and update cases, racecheck on the
-    # default attention kernel and on the warp-specialised one in separate processes (a hazard
-    # is then the kernel's own).
+    # Sanitizers side by side: memcheck over the hostile and update cases, racecheck and
+    # synccheck over the update grid (the kernels as the library ships them, then as
+    # programmatic dependent launches) and the d 64 plain calls.
     t0=$(date +%s)
     san() {  # tool name filter
       timeout 300 compute-sanitizer --tool "$1" --error-exitcode 9 $tests --gtest_filter="$3" \
@@ -64,13 +64,12 @@ case $mode in
         > "$out/$2.rc"
     }
     san memcheck memcheck 'GpuKvHostile*:Grid/GpuKvUpdate.CacheBytes*:*GpuKvFamily.PlainCalls*_d64*' &
-    san racecheck racecheck-default 'Grid/GpuKvUpdate.CacheBytes*:Grid/GpuKvFamily.PlainCalls*_d64*' &
-    san racecheck racecheck-ws 'Grid/GpuKvUpdate.WarpSpecialised*:Grid/GpuKvFamily.WarpSpecialised*_d64*' &
-    san synccheck synccheck-ws 'Grid/GpuKvUpdate.WarpSpecialised*' &
+    san racecheck racecheck 'Grid/GpuKvUpdate*:Grid/GpuKvFamily.PlainCalls*_d64*' &
+    san synccheck synccheck 'Grid/GpuKvUpdate*' &
     wait
     cat "$out"/*.rc; rm -f "$out"/*.rc
     echo "sanitizers: $(( $(date +%s) - t0 ))s"
-    grep -hE "^=+ +(Error|Warning).*(hazard|race)" "$out"/racecheck-*.log | sort | uniq -c | head -6
+    grep -hE "^=+ +(Error|Warning)" "$out"/racecheck.log | sort | uniq -c | head -6
 
     t0=$(date +%s)
     FA_LIBRARY=$lib timeout 240 python3 -m pytest -q -rsx -p no:cacheprovider \

@@ -20,7 +20,6 @@
 #include <cuda_runtime.h>
 
 #include "api/internal.h"
-#include "cuda/kvcache.h"
 #endif
 
 namespace fa::test {
@@ -28,10 +27,9 @@ namespace {
 
 #ifdef FA_TEST_CUDA
 
-Tuning kvcache_everywhere(bool ws) {
+Tuning kvcache_everywhere() {
   Tuning t;
   t.kvcache_all = true;
-  t.kvcache_ws = ws;
   return t;
 }
 
@@ -88,9 +86,9 @@ std::vector<Case> plain_cases() {
 
 class GpuKvFamily : public ::testing::TestWithParam<Case> {};
 
-// One case by one attention kernel (ws: the warp-specialised one, sm90), split three ways.
-void check_plain_calls(const Case& c, bool ws) {
-  const Tuning t = kvcache_everywhere(ws);
+// One case, split three ways.
+void check_plain_calls(const Case& c) {
+  const Tuning t = kvcache_everywhere();
   for (const int splits : {1, 3, 128}) {
     SCOPED_TRACE(::testing::Message() << "num_splits " << splits);
     Problem pr(c);
@@ -107,18 +105,10 @@ void check_plain_calls(const Case& c, bool ws) {
   }
 }
 
-// The default attention kernel (the sm80-instruction one), then the warp-specialised one (a test
-// of its own, so that a sanitizer run can take either alone).
 TEST_P(GpuKvFamily, PlainCallsMatchReference) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
-  check_plain_calls(GetParam(), false);
-}
-
-TEST_P(GpuKvFamily, WarpSpecialisedMatchesReference) {
-  std::string why;
-  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
-  check_plain_calls(GetParam(), true);
+  check_plain_calls(GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, GpuKvFamily, ::testing::ValuesIn(plain_cases()), CaseTestName{});
@@ -241,18 +231,6 @@ TEST(GpuKvHostile, CheckedRefusedUncheckedClamped) {
       }
     }
   }
-}
-
-// An sm90 build (gpu-check builds sm_90a) holds the warp-specialised kernel, so that the tests
-// that ask for it (Tuning::kvcache_ws) run it rather than the fallback.
-TEST(GpuKvFamilyDispatch, Sm90BuildHoldsTheWarpSpecialisedKernel) {
-  std::string why;
-  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
-  int device = 0, major = 0;
-  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
-  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), cudaSuccess);
-  if (major < 9) GTEST_SKIP() << "not an sm90 device";
-  EXPECT_TRUE(cuda::kvcache::ws_built());
 }
 
 // Which family takes what: by default plain calls stay with the flash families and a split call

@@ -560,8 +560,7 @@ void run_call_gpu(KvProblem& pr, const Tuning& tuning) {
 
 void check_case_gpu(KvCase c, const Tuning& tuning) {
   if (c.dtype == FA_DTYPE_FP32) c.dtype = FA_DTYPE_BF16;  // the CUDA kernels take 16-bit inputs
-  SCOPED_TRACE(c.name() + " cuda" + (tuning.kvcache_ws ? " ws" : " sm80") +
-               (tuning.kvcache_pdl ? " pdl" : ""));
+  SCOPED_TRACE(c.name() + " cuda" + (tuning.kvcache_pdl ? " pdl" : ""));
   KvProblem pr(c);
   HostTensor k_want = copy_of(pr.k_cache), v_want = copy_of(pr.v_cache);
   expected_caches(pr, k_want, v_want);
@@ -623,24 +622,20 @@ std::vector<KvCase> gpu_grid() {
 
 class GpuKvUpdate : public ::testing::TestWithParam<KvCase> {};
 
-// As the library ships; then with the warp-specialised attention kernel (sm90; off by default),
-// alone and with the kernels as programmatic dependent launches (sm90; off by default), a test of
-// its own so that a sanitizer run can take either kernel alone.
+// As the library ships; then with the kernels as programmatic dependent launches (sm90; off by
+// default: Tuning::kvcache_pdl), a test of its own so that a sanitizer run can take either alone.
 TEST_P(GpuKvUpdate, CacheBytesAndAccuracyRule) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
   check_case_gpu(GetParam(), Tuning{});
 }
 
-TEST_P(GpuKvUpdate, WarpSpecialisedCacheBytesAndAccuracyRule) {
+TEST_P(GpuKvUpdate, DependentLaunchesCacheBytesAndAccuracyRule) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
-  for (const bool pdl : {false, true}) {
-    Tuning t;
-    t.kvcache_ws = true;
-    t.kvcache_pdl = pdl;
-    check_case_gpu(GetParam(), t);
-  }
+  Tuning t;
+  t.kvcache_pdl = true;
+  check_case_gpu(GetParam(), t);
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, GpuKvUpdate, ::testing::ValuesIn(gpu_grid()),

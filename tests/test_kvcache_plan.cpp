@@ -82,38 +82,6 @@ TEST(KvCachePlan, HeuristicIsTheSmallestWithinThreePercent) {
       }
 }
 
-// The warp-specialised variant: its ring in shared memory (two blocks an SM to d 160, one
-// above), and the parts its heuristic gives the decode benchmark's batch-1 cells.
-TEST(KvCachePlan, WarpSpecialisedVariant) {
-  for (int d : {32, 64, 96, 128, 160, 192, 224, 256}) {
-    SCOPED_TRACE(d);
-    const int blocks = ws_blocks_per_sm(d);
-    EXPECT_GE(ws_stages(d), 2);
-    EXPECT_LE(ws_stages(d), kWsMaxStages);
-    EXPECT_EQ(ws_smem_bytes(d), ws_q_bytes(d) + ws_stages(d) * ws_stage_bytes(d) +
-                                    ws_barrier_bytes(ws_stages(d)));
-    // The blocks fit an SM's 228 KB with 1 KB reserved each, and a stage more would not.
-    EXPECT_LE(blocks * (ws_smem_bytes(d) + 1024), 228 * 1024);
-    if (ws_stages(d) < kWsMaxStages)
-      EXPECT_GT(blocks * (ws_smem_bytes(d) + ws_stage_bytes(d) + 1024), 228 * 1024);
-    EXPECT_GE(kH200Optin / ws_smem_bytes(d), blocks);
-  }
-  EXPECT_EQ(ws_stages(128), 6);
-  EXPECT_EQ(ws_stages(256), 6);
-  EXPECT_EQ(ws_stages(64), kWsMaxStages);
-  const Shape ws = ws_shape(128);
-  EXPECT_EQ(ws.block_n, 32);
-  EXPECT_EQ(ws.threads, 160);
-  // Batch 1, 8 kv heads: 264 resident blocks. 128k keys -> 33 parts (one full wave); 4k keys ->
-  // 4096 / 256 = 16 parts (the keys' limit); batch 64 x 4k (512 blocks, 1.9 waves) unsplit.
-  EXPECT_EQ(ws.min_keys, 256);
-  EXPECT_EQ(make_plan(1, 8, 1, 4, 131072, 0, ws, kH200Sms, kH200Optin).splits, 33);
-  EXPECT_EQ(make_plan(1, 8, 1, 4, 4096, 0, ws, kH200Sms, kH200Optin).splits, 16);
-  EXPECT_EQ(make_plan(64, 8, 1, 4, 4096, 0, ws, kH200Sms, kH200Optin).splits, 1);
-  // A forced count is capped at one part a 32-key tile.
-  EXPECT_EQ(make_plan(1, 8, 1, 4, 40, 128, ws, kH200Sms, kH200Optin).splits, 2);
-}
-
 TEST(KvCachePlan, WorkspaceLayout) {
   const WorkspaceLayout none = workspace_layout(8, 32, 128, false, 1);
   EXPECT_EQ(none.bytes(), 0u);

@@ -68,9 +68,6 @@
 #ifndef FA_TUNING_KVCACHE_ALL
 #define FA_TUNING_KVCACHE_ALL 0
 #endif
-#ifndef FA_TUNING_KVCACHE_WS
-#define FA_TUNING_KVCACHE_WS 0
-#endif
 #ifndef FA_TUNING_KVCACHE_PDL
 #define FA_TUNING_KVCACHE_PDL 0
 #endif
@@ -135,15 +132,9 @@ struct Tuning {
   // cuda-kvcache's attention and combine kernels as programmatic dependent launches on sm90
   // (kvcache_launch.cuh): their blocks start while the kernel ahead finishes, hiding a launch
   // gap each in a decode step (b1 x 4k: 20 us a call against cuDNN's 15). Off: measured on the
-  // H200 with the warp-specialised kernel (078cbba), 0.88-0.94x at batch 1 x 4k, even elsewhere.
+  // H200 with the (since removed) warp-specialised kernel (078cbba), 0.88-0.94x at batch 1 x 4k,
+  // even elsewhere.
   bool kvcache_pdl = FA_TUNING_KVCACHE_PDL != 0;
-  // cuda-kvcache's attention kernel on sm90: the warp-specialised variant (a producer warp's
-  // cp.async stream through a ring of up to 8 stages shared by four consumer warps,
-  // kvcache_ws_kernel.cuh), or the sm80-instruction one (each warp its own two stages) that every
-  // architecture runs. Off: measured on the H200 against it (078cbba, 14 dense decode cells), the
-  // warp-specialised one is even (0.83-1.07x, geometric mean 0.99) and slower on paged caches
-  // (pages of 16: 0.83-0.99x), its producer warp stalling on each tile's block-table reads.
-  bool kvcache_ws = FA_TUNING_KVCACHE_WS != 0;
 };
 
 // What a call's launchers need beyond its Params: the device's properties (queried once per

@@ -27,11 +27,6 @@ struct WorkspaceLayout;
 // launch.
 Plan plan_of(const Params& p, const Context& ctx);
 WorkspaceLayout layout_of(const Params& p, const Plan& plan);
-// Whether the call runs the warp-specialised attention kernel (kernels/kvcache/kvcache_ws_kernel.cuh):
-// on sm90 with Tuning::kvcache_ws, where the build holds its sm90 code (ws_built,
-// kvcache_bf16.cu).
-bool ws_variant(const Params& p, const Context& ctx);
-bool ws_built();
 // Per 16-bit type (kvcache_bf16.cu, kvcache_fp16.cu): the launches of one call.
 template <typename Tag>
 void run(const Params& p, const Context& ctx, void* workspace, size_t bytes, void* stream);

@@ -20,8 +20,7 @@ enum class NamedBarrier : uint32_t {
   kPingPong2 = 5,       // warpgroup 2's turn (three consumer warpgroups)
   kEpilogue1 = 6,       // warpgroup 1's epilogue
   kEpilogue2 = 7,       // warpgroup 2's epilogue
-  kKvConsumers = 8,     // cuda-kvcache's warp-specialised blocks: their consumer warps
-  kFirstFree = 9,       // ids from here on are free for a new role
+  kFirstFree = 8,       // ids from here on are free for a new role
 };
 
 // This thread's lane (%laneid), read where it is used: the read is volatile, so the compiler

@@ -1,7 +1,7 @@
-// The parts of a cuda-kvcache attention block that both its variants share (kvcache_kernel.cuh,
-// the sm80-instruction one; kvcache_ws_kernel.cuh, the warp-specialised one): what a launch adds
-// to Params, the block's keys and its rows' views of them, the raw-score transform and mask of a
-// warp's S tile, and the merge of the block's warps into out (or a split's partials).
+// The parts of a cuda-kvcache attention block that its kernel (kvcache_kernel.cuh) orchestrates:
+// what a launch adds to Params, the block's keys and its rows' views of them, the raw-score
+// transform and mask of a warp's S tile, the Q and K / V copies, and the merge of the block's
+// warps into out (or a split's partials).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,22 +19,6 @@
 #include "cuda/tile/swizzle.h"
 
 namespace fa::cuda::kvcache {
-
-// What the sm80 forward's warp-level parts (QkGemm, PvGemm, softmax_update, pack_p) read of a
-// traits struct, the same for both attention kernels; each adds its tile, ring and threads.
-template <int kHeadDim_, typename Tag_>
-struct KvTraitsBase {
-  using Tag = Tag_;
-  static constexpr int kHeadDim = kHeadDim_;
-  static constexpr bool kDropout = false;       // the family serves no dropout
-  static constexpr int kMTiles = 1;             // one m16 tile: the block's 16 packed rows
-  static constexpr int kRowsPerWarp = kBlockM;  // every computing warp takes the block's 16 rows
-  // No lazy rescale (sm80/fwd_tile.cuh, softmax_update): it saves arithmetic that a memory-bound
-  // decode does not need, and lets a row's largest P round by up to 2^-9 of itself (emulated on
-  // the CPU: the page-256 bf16 test case's 0.0042 against the rule's 0.0027 becomes 0.00135).
-  static constexpr bool kLazyRescale = false;
-  using QTile = SwizzledTile<kBlockM, kHeadDim_>;
-};
 
 // What a launch adds to Params.
 struct KvArgs {
@@ -125,7 +109,7 @@ __device__ __forceinline__ void kv_transform_mask(const Params& p, const BlockKe
 }
 
 // The block's 16 rows of Q into sQ (T::QTile layout), by `threads` threads from tid, cp.async
-// (the caller commits or arrives); rows past the sequence and columns past head_dim arrive as
+// (the caller commits); rows past the sequence and columns past head_dim arrive as
 // zeros. q is the rotated copy when rotary is on.
 template <class T>
 __device__ __forceinline__ void copy_q_tile(const Params& p, const KvArgs& a, const KvSeq& sq,
@@ -166,7 +150,7 @@ __device__ __forceinline__ KvRows lookup_rows(const Params& p, const KvSeq& sq, 
 }
 
 // One warp's copy of a tile's K and V rows (lookup_rows) into sK and sV (T::KvTile layouts),
-// cp.async (the caller commits or arrives): the copy's lanes take their row's offsets by shuffle,
+// cp.async (the caller commits): the copy's lanes take their row's offsets by shuffle,
 // 16 lanes a row, so a page of any size costs what a dense row does. Keys from key_hi and
 // columns past head_dim arrive as zeros (finite, so a masked score's P = 0 times them stays 0).
 template <class T>

@@ -18,14 +18,9 @@ std::string kvcache_refusal(const Params& p, const Context&) {
 }
 
 namespace kvcache {
-bool ws_variant(const Params&, const Context& ctx) {
-  return ctx.tuning.kvcache_ws && ctx.device.major >= 9 && ws_built();
-}
 Plan plan_of(const Params& p, const Context& ctx) {
-  const int kernel_d = kernel_head_dim(p.head_dim);
-  const Shape shape = ws_variant(p, ctx) ? ws_shape(kernel_d) : sm80_shape(kernel_d);
-  return make_plan(p.batch, p.heads_kv, p.seqlen_q, p.group(), p.seqlen_k, p.num_splits, shape,
-                   ctx.device.sms, ctx.device.smem_optin);
+  return make_plan(p.batch, p.heads_kv, p.seqlen_q, p.group(), p.seqlen_k, p.num_splits,
+                   sm80_shape(kernel_head_dim(p.head_dim)), ctx.device.sms, ctx.device.smem_optin);
 }
 WorkspaceLayout layout_of(const Params& p, const Plan& plan) {
   return workspace_layout(p.total_q, p.heads_q, p.head_dim, p.rotary.dim > 0, plan.splits);

@@ -3,5 +3,4 @@
 
 namespace fa::cuda::kvcache {
 template void run<Bf16Tag>(const Params&, const Context&, void*, size_t, void*);
-bool ws_built() { return ws_kernel_built<Bf16Tag>(); }
 }  // namespace fa::cuda::kvcache

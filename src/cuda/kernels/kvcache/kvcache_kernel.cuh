@@ -42,12 +42,20 @@
 
 namespace fa::cuda::kvcache {
 
-// The sm80-instruction kernel's configuration (the shared members: KvTraitsBase).
+// The kernel's configuration: what the sm80 forward's warp-level parts (QkGemm, PvGemm,
+// softmax_update, pack_p) read of a traits struct, and the block's tiles, rings and threads.
 template <int kHeadDim_, typename Tag_>
-struct KvTraits : KvTraitsBase<kHeadDim_, Tag_> {
-  using Base = KvTraitsBase<kHeadDim_, Tag_>;
-  using Base::kHeadDim;
-  using typename Base::QTile;
+struct KvTraits {
+  using Tag = Tag_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr bool kDropout = false;       // the family serves no dropout
+  static constexpr int kMTiles = 1;             // one m16 tile: the block's 16 packed rows
+  static constexpr int kRowsPerWarp = kBlockM;  // every warp takes the block's 16 rows
+  // No lazy rescale (sm80/fwd_tile.cuh, softmax_update): it saves arithmetic that a memory-bound
+  // decode does not need, and lets a row's largest P round by up to 2^-9 of itself (emulated on
+  // the CPU: the page-256 bf16 test case's 0.0042 against the rule's 0.0027 becomes 0.00135).
+  static constexpr bool kLazyRescale = false;
+  using QTile = SwizzledTile<kBlockM, kHeadDim>;
   static constexpr int kBlockN = kvcache::kBlockN;
   static constexpr int kStages = kvcache::kStages;
   static constexpr int kWarps = warps_for(kHeadDim);

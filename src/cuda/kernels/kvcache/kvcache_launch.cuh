@@ -1,6 +1,7 @@
 // Host side of the cuda-kvcache family: the plan (plan.h), the workspace carve-up, and the
-// launches of one call: kv_prepare_kernel (append, rotary), the attention kernel (kv_ws_kernel on
-// sm90, kv_fwd_kernel elsewhere or with Tuning::kvcache_ws off), kv_combine_kernel (split calls). Included by kvcache_bf16.cu / kvcache_fp16.cu, one 16-bit type each.
+// launches of one call: kv_prepare_kernel (append, rotary), the attention kernel (kv_fwd_kernel),
+// kv_combine_kernel (split calls). Included by kvcache_bf16.cu / kvcache_fp16.cu, one 16-bit type
+// each.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,7 +17,6 @@
 #include "cuda/device_props.h"
 #include "cuda/instantiations/head_dims.h"
 #include "cuda/kernels/kvcache/kvcache_kernel.cuh"
-#include "cuda/kernels/kvcache/kvcache_ws_kernel.cuh"
 #include "cuda/kernels/kvcache/plan.h"
 #include "cuda/kvcache.h"
 #include "fa_build_config.h"  // FA_SM80_FWD_DIMS: the head dims of this build
@@ -68,18 +68,11 @@ void launch_attention_kernel(Kernel kernel, const Params& p, const KvArgs& a, cu
                 T::kHeadDim, p, a);
 }
 
-// The attention kernel of head dim D: the warp-specialised variant (ws, sm90) or the
-// sm80-instruction one.
+// The attention kernel of head dim D.
 template <int D, typename Tag>
-void launch_attention(const Params& p, const KvArgs& a, cudaStream_t stream, bool dependent,
-                      bool ws) {
-  if (ws) {
-    using T = KvWsTraits<D, Tag>;
-    launch_attention_kernel<T>(kv_ws_kernel<T>, p, a, stream, dependent);
-  } else {
-    using T = KvTraits<D, Tag>;
-    launch_attention_kernel<T>(kv_fwd_kernel<T>, p, a, stream, dependent);
-  }
+void launch_attention(const Params& p, const KvArgs& a, cudaStream_t stream, bool dependent) {
+  using T = KvTraits<D, Tag>;
+  launch_attention_kernel<T>(kv_fwd_kernel<T>, p, a, stream, dependent);
 }
 
 template <int D, int... Ds, typename Run>
@@ -135,30 +128,14 @@ void run(const Params& call, const Context& ctx, void* workspace, size_t bytes, 
   // waits for its predecessor before its first read (kvcache_kernel.cuh), so only the launch
   // gaps change.
   const bool pdl = ctx.tuning.kvcache_pdl && ctx.device.major >= 9;
-  const bool ws = ws_variant(call, ctx);
   with_kernel_dim<FA_SM80_FWD_DIMS>(kernel_d, [&](auto d) {
-    launch_attention<decltype(d)::value, Tag>(p, a, stream, pdl, ws);
+    launch_attention<decltype(d)::value, Tag>(p, a, stream, pdl);
   });
   if (plan.splits > 1) {
     const int64_t blocks = (a.part_rows + kCombineWarps - 1) / kCombineWarps;
     launch_kernel(kv_combine_kernel<Tag>, dim3(unsigned(blocks)), 32 * kCombineWarps, 0, stream,
                   pdl, "combine kernel", kernel_d, p, a);
   }
-}
-
-// Whether this build holds sm90 code of the warp-specialised kernel (FA_ARCHS with 90 or 90a):
-// the d 128 bf16 instantiation's binary and PTX versions, read once (PTX of an older target
-// that the driver compiles for sm90 holds an empty body: the kernel is guarded to sm90).
-template <typename Tag>
-bool ws_kernel_built() {
-  static const bool built = [] {
-    cudaFuncAttributes attr{};
-    const bool ok = cudaFuncGetAttributes(&attr, kv_ws_kernel<KvWsTraits<128, Tag>>) == cudaSuccess &&
-                    attr.binaryVersion >= 90 && attr.ptxVersion >= 90;
-    (void)cudaGetLastError();
-    return ok;
-  }();
-  return built;
 }
 
 }  // namespace fa::cuda::kvcache

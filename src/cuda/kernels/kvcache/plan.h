@@ -45,41 +45,7 @@ constexpr int64_t smem_bytes(int kernel_d) {
 // combine cost more than the parallelism gains (a warp then streams about four tiles).
 constexpr int64_t min_keys_per_split(int kernel_d) { return 4 * warps_for(kernel_d) * kBlockN; }
 
-// The warp-specialised variant (sm90, kvcache_ws_kernel.cuh): one producer warp streams the
-// block's K / V tiles through a ring of ws_stages(d) stages shared by kWsConsumers warps, each
-// taking every kWsConsumers-th tile, so the loads run ahead of the arithmetic by the whole ring
-// instead of one tile a warp.
-constexpr int kWsBlockN = 32;    // keys a tile: one a producer lane looks up
-constexpr int kWsConsumers = 4;  // warps that take tiles (as the sm80-instruction variant's four)
-constexpr int kWsMaxStages = 8;  // past eight the ring holds more than a block's share of keys
-// Blocks an SM: two up to d 160, so that one block's merge and stores overlap the other's loads;
-// one from d 192, where the consumers' O (d / 2 fp32 a thread) needs more than the 168
-// registers a thread that two blocks of five warps leave (ptxas spilled 12 bytes at d 192, 200
-// at d 256).
-constexpr int ws_blocks_per_sm(int kernel_d) { return kernel_d > 160 ? 1 : 2; }
-// A block's shared memory at most: its share of sm90's 228 KB (1 KB of it reserved a block);
-// one block takes the 227 KB a block may opt in to.
-constexpr int64_t ws_smem_budget(int kernel_d) {
-  return ws_blocks_per_sm(kernel_d) == 1 ? 227 * 1024 : 113 * 1024;
-}
-constexpr int64_t ws_q_bytes(int kernel_d) { return 2 * padded_cols(kernel_d) * kBlockM; }
-constexpr int64_t ws_stage_bytes(int kernel_d) { return 2 * 2 * padded_cols(kernel_d) * kWsBlockN; }
-constexpr int64_t ws_barrier_bytes(int stages) { return 8 * (2 * stages + 1); }  // full, empty, Q
-// Stages that fit the budget beside Q (and the most barriers), at most kWsMaxStages: 6 at d 128
-// (16 KB each) and at d 256 (32 KB), 8 at d 64.
-constexpr int64_t ws_fit(int kernel_d) {
-  return (ws_smem_budget(kernel_d) - ws_q_bytes(kernel_d) - ws_barrier_bytes(kWsMaxStages)) /
-         ws_stage_bytes(kernel_d);
-}
-constexpr int ws_stages(int kernel_d) {
-  return int(ws_fit(kernel_d) < kWsMaxStages ? ws_fit(kernel_d) : kWsMaxStages);
-}
-constexpr int64_t ws_smem_bytes(int kernel_d) {
-  return ws_q_bytes(kernel_d) + ws_stages(kernel_d) * ws_stage_bytes(kernel_d) +
-         ws_barrier_bytes(ws_stages(kernel_d));
-}
-
-// What the plan needs of a kernel variant.
+// What the plan needs of the attention kernel.
 struct Shape {
   int block_n = 0;       // keys of a tile
   int threads = 0;       // threads of a block
@@ -88,13 +54,6 @@ struct Shape {
 };
 constexpr Shape sm80_shape(int kernel_d) {
   return {kBlockN, 32 * warps_for(kernel_d), smem_bytes(kernel_d), min_keys_per_split(kernel_d)};
-}
-// Two tiles a consumer warp at least (256 keys). Parts of one ring's fill less a tile (160 keys
-// at d 128, so that a small call reads in one round trip) measured worse (ff4e5e7, H200): batch 1
-// x 4k 24.7 us against 22.3, and the heuristic then split mid-sized calls into many small parts
-// (batch 64 x 4k: 17 parts, 2.57 TB/s against 4.25 unsplit).
-constexpr Shape ws_shape(int kernel_d) {
-  return {kWsBlockN, 32 * (kWsConsumers + 1), ws_smem_bytes(kernel_d), 2 * kWsConsumers * kWsBlockN};
 }
 
 struct Plan {
@@ -121,8 +80,8 @@ constexpr int64_t kSplitSlackPercent = 3;
 // the keys' limit (shape.min_keys) and kMaxSplits, each part costing its partials' write and
 // the combine. (The first heuristic, enough parts to cover the workers once, overshot a wave:
 // 8 blocks went to 50 parts, 400 blocks on 396 workers, the last 4 a second wave.) shape: the
-// kernel variant's; sms / smem_optin: the device's; seqlen_k: the most keys an entry attends to
-// (a KV cache's capacity on CUDA).
+// attention kernel's (sm80_shape); sms / smem_optin: the device's; seqlen_k: the most keys an
+// entry attends to (a KV cache's capacity on CUDA).
 inline Plan make_plan(int64_t batch, int64_t heads_kv, int64_t seqlen_q, int64_t group,
                       int64_t seqlen_k, int64_t num_splits, const Shape& shape, int sms,
                       int smem_optin) {
