@@ -19,19 +19,29 @@
 
 namespace fa {
 
+// The merged LSE from its two reductions over the parts: top, the largest LSE_i (-inf when every
+// part is empty), and the sum of lse_term(LSE_i, top). merged_lse below runs them one after the
+// other; a device kernel may run them across its lanes.
+template <typename T>
+FA_HOST_DEVICE T lse_term(T lse_i, T top) {
+  return lse_i == -std::numeric_limits<T>::infinity() ? T(0) : std::exp(lse_i - top);
+}
+template <typename T>
+FA_HOST_DEVICE T lse_from(T top, T sum) {
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  return top == neg_inf ? neg_inf : top + std::log(sum);
+}
+
 // LSE of n parts, lse(i) = LSE_i; -inf when every part is empty. Subtracting the largest part
 // before exp keeps every term in (0, 1]: no overflow for any finite LSE. T: float on the device,
 // double or float on the host.
 template <typename T, typename LseAt>
 FA_HOST_DEVICE T merged_lse(const LseAt& lse, int64_t n) {
-  const T neg_inf = -std::numeric_limits<T>::infinity();
-  T top = neg_inf;
+  T top = -std::numeric_limits<T>::infinity();
   for (int64_t i = 0; i < n; ++i) top = lse(i) > top ? T(lse(i)) : top;
-  if (top == neg_inf) return neg_inf;
   T sum = 0;
-  for (int64_t i = 0; i < n; ++i)
-    if (T(lse(i)) != neg_inf) sum += std::exp(T(lse(i)) - top);
-  return top + std::log(sum);
+  for (int64_t i = 0; i < n; ++i) sum += lse_term(T(lse(i)), top);
+  return lse_from(top, sum);
 }
 
 // The weight of part i in the merged output, exp(LSE_i - LSE); 0 for an empty part (its O_i is

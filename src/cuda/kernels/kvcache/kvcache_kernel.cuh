@@ -152,39 +152,88 @@ __global__ void __launch_bounds__(T::kThreads) kv_fwd_kernel(const __grid_consta
                      reinterpret_cast<float*>(smem + QTile::kElems), tid, [] { __syncthreads(); });
 }
 
-// The split parts merged per row (core/combine.h): one warp a row of out, kCombineCols columns
-// a lane per pass (one float4 of each part).
+// The split parts merged per row (core/combine.h's rule): one warp a row of out. Its lanes read
+// the parts' LSEs side by side (lane j those of parts j, j + 32, ...) and reduce the merged LSE
+// by shuffles; then each lane sums its columns (a float4 of each part) over the parts,
+// kCombineBatch loads in flight, each part's weight taken from the lane that holds it. (Parts
+// read one after another, each a branch on its LSE before its O, waited out about three L2 round
+// trips a part: at 49 parts, some 25 us of a decode step.)
 constexpr int kCombineWarps = 4;
-constexpr int kCombineCols = 4;
+constexpr int kCombineCols = 4;                  // columns a lane a pass: one float4 of each part
+constexpr int kCombineSlots = kMaxSplits / 32;   // parts a lane holds the LSE and weight of
+constexpr int kCombineBatch = 8;                 // parts whose float4 a lane loads before summing
+static_assert(kMaxSplits % 32 == 0 && 32 % kCombineBatch == 0, "whole slots and batches");
 template <typename Tag>
 __global__ void __launch_bounds__(32 * kCombineWarps) kv_combine_kernel(
     const __grid_constant__ Params p, const KvArgs a) {
+  constexpr unsigned kAll = 0xffffffffu;
+  constexpr float kNegInf = -INFINITY;
   grid_dependency_wait();  // the attention kernel's parts (a no-op when launched plainly)
   const int lane = threadIdx.x % 32;
   const int64_t prow = int64_t(blockIdx.x) * kCombineWarps + threadIdx.x / 32;
-  if (prow >= a.part_rows) return;
+  if (prow >= a.part_rows) return;  // the whole warp: prow is the warp's
+  const int n = a.splits;
+  float lse_i[kCombineSlots], top = kNegInf;
+#pragma unroll
+  for (int k = 0; k < kCombineSlots; ++k) {
+    const int s = lane + 32 * k;
+    lse_i[k] = s < n ? a.part_lse[int64_t(s) * a.part_rows + prow] : kNegInf;
+    top = fmaxf(top, lse_i[k]);
+  }
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) top = fmaxf(top, __shfl_xor_sync(kAll, top, m));
+  float sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < kCombineSlots; ++k) sum += lse_term(lse_i[k], top);
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) sum += __shfl_xor_sync(kAll, sum, m);
+  const float lse = lse_from(top, sum);
+  float w[kCombineSlots];
+#pragma unroll
+  for (int k = 0; k < kCombineSlots; ++k) w[k] = part_weight(lse_i[k], lse);
+
   const int64_t token = prow / p.heads_q, h = prow % p.heads_q;
-  const float* lse_col = a.part_lse + prow;
-  const auto lse_of = [&](int64_t s) { return lse_col[s * a.part_rows]; };
-  const float lse = merged_lse<float>(lse_of, a.splits);
-  const int d = int(p.head_dim);
   // Fixed-length batches number their rows b * seqlen_q + i; packed ones by their packed row.
   const int64_t b = p.varlen() ? 0 : token / p.seqlen_q, row = p.varlen() ? token : token % p.seqlen_q;
-  for (int c = kCombineCols * lane; c < d; c += kCombineCols * 32) {
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int s = 0; s < a.splits; ++s) {
-      const float w = part_weight(lse_of(s), lse);
-      if (w == 0.f) continue;  // an empty part: its O is not read
-      const float4 v = *reinterpret_cast<const float4*>(a.part_o + (s * a.part_rows + prow) * d + c);
-      acc[0] += w * v.x;
-      acc[1] += w * v.y;
-      acc[2] += w * v.z;
-      acc[3] += w * v.w;
+  const int d = int(p.head_dim);
+  const int64_t part_stride = a.part_rows * d;  // floats from a part's row to the next part's
+  for (int c0 = 0; c0 < d; c0 += kCombineCols * 32) {  // every lane takes every pass (shuffles)
+    const int c = c0 + kCombineCols * lane;
+    const bool live = c < d;
+    // Lanes past head_dim read column 0 and parts past the last read the last: every load is
+    // in bounds and unpredicated, so the batch's loads go out together; their values are not used.
+    const float* col = a.part_o + prow * d + (live ? c : 0);
+    float acc[kCombineCols] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int k = 0; k < kCombineSlots; ++k) {
+      if (32 * k >= n) break;
+      for (int j0 = 0; j0 < 32 && 32 * k + j0 < n; j0 += kCombineBatch) {
+        // The batch's loads first; an empty part's O (weight 0) is loaded but never used
+        // (core/combine.h: it may hold anything).
+        float4 v[kCombineBatch];
+#pragma unroll
+        for (int u = 0; u < kCombineBatch; ++u) {
+          const int s = min(32 * k + j0 + u, n - 1);
+          v[u] = *reinterpret_cast<const float4*>(col + s * part_stride);
+        }
+#pragma unroll
+        for (int u = 0; u < kCombineBatch; ++u) {
+          const float wu = __shfl_sync(kAll, w[k], j0 + u);  // 0 past the parts (LSE -inf)
+          if (wu != 0.f) {
+            acc[0] += wu * v[u].x;
+            acc[1] += wu * v[u].y;
+            acc[2] += wu * v[u].z;
+            acc[3] += wu * v[u].w;
+          }
+        }
+      }
     }
-    uint2 packed;
-    packed.x = pack2<Tag>(acc[0], acc[1]);
-    packed.y = pack2<Tag>(acc[2], acc[3]);
-    *reinterpret_cast<uint2*>(p.out.at<uint16_t>(b, row, h) + c) = packed;
+    if (live) {
+      uint2 packed;
+      packed.x = pack2<Tag>(acc[0], acc[1]);
+      packed.y = pack2<Tag>(acc[2], acc[3]);
+      *reinterpret_cast<uint2*>(p.out.at<uint16_t>(b, row, h) + c) = packed;
+    }
   }
   if (lane == 0 && p.lse.data != nullptr) p.lse.at(b, h, row) = lse;
 }
