@@ -10,11 +10,18 @@
 #                                        the decode grid of one head configuration (32/8 or
 #                                        32/32) with cuDNN and FA2 in the same run, builds the
 #                                        library first when build-gpu lacks it.
+#   scripts/gpu-decode.sh ab OUTDIR BASE [decode_bench.py args...]
+#                                        an A/B of this tree against BASE (another source tree,
+#                                        e.g. `git archive <commit> | tar -x -C .abbase`, carried):
+#                                        both libraries built side by side for d 128 only, then
+#                                        the same decode cells timed with each, one run after
+#                                        the other (cuDNN in both runs as the anchor); default
+#                                        cells: batch 1, 32/8, one query, cache 4k / 16k / 128k.
 # Environment: FA_GTEST_SOURCE_DIR (default .deps/googletest: carry it), FA_COMMIT (recorded).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-mode=${1:?usage: scripts/gpu-decode.sh test|bench OUTDIR [HEADS]}
-out=${2:?usage: scripts/gpu-decode.sh test|bench OUTDIR [HEADS]}
+mode=${1:?usage: scripts/gpu-decode.sh test|bench|ab OUTDIR [HEADS|BASE]}
+out=${2:?usage: scripts/gpu-decode.sh test|bench|ab OUTDIR [HEADS|BASE]}
 mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH
 jobs=$(nproc)
@@ -97,6 +104,30 @@ case $mode in
     echo "decode bench $heads: rc=$? in $(( $(date +%s) - t0 ))s"
     tail -5 "$out/decode-$tag.log"
     cat "$out/decode-$tag.txt"
+    ;;
+  ab)
+    base=${3:?usage: scripts/gpu-decode.sh ab OUTDIR BASE [args]}
+    shift 3
+    args=("$@")
+    [ ${#args[@]} -eq 0 ] && args=(--heads 32/8 --batches 1 --caches 4096,16384,131072 --sq 1
+                                  --pages 0 --backends flashattn,torch-cudnn --rounds 2)
+    lib_build() {  # source dir, build dir, log name
+      cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DFA_ARCHS=90a -DFA_HEAD_DIMS=128 \
+        -DFA_BUILD_TESTS=OFF -DFA_BUILD_TOOLS=OFF > "$out/$3.log" 2>&1 &&
+        cmake --build "$2" -j "$(( jobs / 2 ))" --target flashattn >> "$out/$3.log" 2>&1
+      echo "build $3: rc=$?"
+    }
+    t0=$(date +%s)
+    lib_build . build-ab-new new & lib_build "$base" "$base/build-ab" base & wait
+    echo "builds: $(( $(date +%s) - t0 ))s"
+    for v in base new; do
+      l=$PWD/build-ab-new/libflashattn.so
+      [ $v = base ] && l=$(cd "$base" && pwd)/build-ab/libflashattn.so
+      FA_LIBRARY=$l python3 bench/decode_bench.py "${args[@]}" --json "$out/ab-$v.json" \
+        --commit "$v" > "$out/ab-$v.txt" 2> "$out/ab-$v.log"
+      echo "$v: rc=$?"
+      grep -E "flashattn|torch" "$out/ab-$v.txt"
+    done
     ;;
   *) echo "unknown mode $mode" >&2; exit 2 ;;
 esac
