@@ -29,13 +29,7 @@ std::optional<Dims> broadcast(const Dims& a, const Dims& b) {
 // ---- element types ---------------------------------------------------------------------------
 
 std::optional<int32_t> Analysis::dtype(const std::string& t) {
-  auto it = dtypes_.find(t);
-  if (it != dtypes_.end()) return it->second;
-  if (++depth_ > kMaxDepth) { --depth_; return std::nullopt; }
-  auto r = dtype_rule(t);
-  --depth_;
-  dtypes_[t] = r;
-  return r;
+  return memo(dtypes_, t, [&] { return dtype_rule(t); });
 }
 
 std::optional<int32_t> Analysis::dtype_rule(const std::string& t) {
@@ -67,13 +61,7 @@ std::optional<int32_t> Analysis::dtype_rule(const std::string& t) {
 // ---- shapes ----------------------------------------------------------------------------------
 
 std::optional<Dims> Analysis::shape(const std::string& t) {
-  auto it = shapes_.find(t);
-  if (it != shapes_.end()) return it->second;
-  if (++depth_ > kMaxDepth) { --depth_; return std::nullopt; }
-  auto r = shape_rule(t);
-  --depth_;
-  shapes_[t] = r;
-  return r;
+  return memo(shapes_, t, [&] { return shape_rule(t); });
 }
 
 std::optional<std::vector<int64_t>> Analysis::const_ints(const std::string& t) {

@@ -61,6 +61,22 @@ class Analysis {
   std::map<std::string, std::optional<Band>> bands_;
   int depth_ = 0;
 
+  static constexpr int kMaxDepth = 400;  // nested questions at most (deep or cyclic graphs)
+
+  // A fact of tensor t from its cache, else from rule() (memoised; nullopt past kMaxDepth
+  // nested questions, so a deep or cyclic graph makes the passes refuse).
+  template <typename V, typename Rule>
+  std::optional<V> memo(std::map<std::string, std::optional<V>>& cache, const std::string& t,
+                        Rule&& rule) {
+    auto it = cache.find(t);
+    if (it != cache.end()) return it->second;
+    if (++depth_ > kMaxDepth) { --depth_; return std::nullopt; }
+    auto r = rule();
+    --depth_;
+    cache[t] = r;
+    return r;
+  }
+
   std::optional<int32_t> dtype_rule(const std::string& t);
   std::optional<Dims> shape_rule(const std::string& t);
   std::optional<Value> value_rule(const std::string& t);

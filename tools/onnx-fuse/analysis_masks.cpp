@@ -13,13 +13,7 @@ using namespace rules;
 // ---- masks -----------------------------------------------------------------------------------
 
 std::optional<Band> Analysis::band(const std::string& t) {
-  auto it = bands_.find(t);
-  if (it != bands_.end()) return it->second;
-  if (++depth_ > kMaxDepth) { --depth_; return std::nullopt; }
-  auto r = band_rule(t);
-  --depth_;
-  bands_[t] = r;
-  return r;
+  return memo(bands_, t, [&] { return band_rule(t); });
 }
 
 // A constant (.., R, C) buffer whose leading dims are 1 and whose value depends only on whether

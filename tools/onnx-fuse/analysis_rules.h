@@ -13,7 +13,6 @@ namespace fa_onnx::rules {
 
 constexpr size_t kMaxValueElems = 64;          // shape tensors and scalars
 constexpr size_t kMaxBufferElems = 1u << 24;   // mask buffers read to classify them
-constexpr int kMaxDepth = 400;                 // recursion guard on deep graphs
 constexpr int64_t kSliceEndToInf = int64_t(1) << 40;  // an end this large means "to the end"
 
 inline int64_t norm_axis(int64_t a, size_t rank) { return a < 0 ? a + int64_t(rank) : a; }

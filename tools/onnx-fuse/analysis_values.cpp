@@ -13,13 +13,7 @@ using namespace rules;
 // ---- small values ----------------------------------------------------------------------------
 
 std::optional<Value> Analysis::value(const std::string& t) {
-  auto it = values_.find(t);
-  if (it != values_.end()) return it->second;
-  if (++depth_ > kMaxDepth) { --depth_; return std::nullopt; }
-  auto r = value_rule(t);
-  --depth_;
-  values_[t] = r;
-  return r;
+  return memo(values_, t, [&] { return value_rule(t); });
 }
 
 std::optional<Value> Analysis::value_rule(const std::string& t) {
