@@ -16,13 +16,13 @@ namespace fa::cpu {
 // 64 x 64 tiles: at d = 64 each of Q, K, V, S and O is 16 KB, so a task's working set (~100 KB)
 // stays in a 512 KB L2 with room for the next tile; at d = 256 it is ~330 KB, still in L2.
 constexpr int64_t kBlockM = 64;  // query rows per backward step
-// The forward's query rows per task: 128 loads each K / V tile once for twice the rows, halving
-// that cost per FLOP; its working set at d = 256 (~0.4 MB) still fits a 1 MB L2 (Zen 4, Xeon: 1-2 MB).
+// The forward's query rows per block (a task holds up to kFwdMaxBlocksPerTask of them): Sᵀ's
+// width, and the rows whose softmax statistics one pass over a key tile updates.
 constexpr int64_t kFwdBlockM = 128;
 // Query blocks of a forward task, at most, which share every K / V tile it loads. A tile's rows
-// are a head's slice of (seq, head, dim) rows, one or two 4 KB pages apart: loading them (TLB
-// walks and cache misses that software prefetch did not hide, Zen 3) took ~20% of the forward at
-// d 128 with one block a task; each block more divides that per FLOP (4 blocks measured 3-5%
+// are a head's slice of (seq, head, dim) rows, 2-4 KB apart: loading them (misses that software
+// prefetch of the next tile did not hide, Zen 3) took 8-15% of the forward at d 128 with one
+// block a task; each block more divides that per FLOP (4 blocks measured 3-5%
 // faster than 2 on the full-mask d 128 forward, docs/performance-log.md, issue 34). Each block
 // keeps its own masks and key range, so a causal block skips what it skipped alone. A block's Qᵀ
 // and O (128 KB at d 128) are read once per key tile, sequentially, so four of them overflowing

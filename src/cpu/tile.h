@@ -42,9 +42,10 @@ namespace fa::cpu::FA_CPU_ISA {
 constexpr int kLanes = FA_CPU_LANES;
 // Micro-kernel footprint: kMicroRows rows x kMicroVecs vectors of fp32 accumulators.
 // - avx2 (16 ymm): 6 x 2 = 12 accumulators, 2 for the B row and 1 broadcast. Two FMA pipes of
-//   4-cycle latency need 8 independent chains; 4 x 2 had exactly 8 and no slack, and ran the
-//   forward's P V at ~70 GFLOP/s a Zen 3 core against ~90 for 6 x 2 (docs/performance-log.md,
-//   issue 34).
+//   4-cycle latency need 8 independent chains; 4 x 2 had exactly 8 and no slack. On the
+//   forward's O += P V shape (one Zen 3 core) 4 x 2 ran at ~70 GFLOP/s, 6 x 2 at ~80, 6 x 2 with
+//   B packed (below) at ~90; on the backward's shapes 4 x 2 ran at 43-47, 6 x 2 at 56-64
+//   (docs/performance-log.md, issue 34).
 // - generic (two xmm per vector, 16 xmm): 4 x 2, whose 16 xmm accumulators already fill the file.
 // - 16-lane builds: 8 x 2 = 16 of the 32 zmm registers (8 x 32 columns), twice the FMAs per B load
 //   of 4 x 2 (measured against 4 x 4 and 4 x 2: docs/performance-log.md).
