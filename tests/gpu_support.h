@@ -90,7 +90,7 @@ class DeviceTensor {
 // the params that point at them.
 struct DeviceProblem {
   DeviceTensor q, k, v, out, lse, dout, dq, dk, dv;
-  std::unique_ptr<DeviceTensor> cu_q, cu_k, alibi;
+  std::unique_ptr<DeviceTensor> cu_q, cu_k, alibi, bias;
   // A paged problem's cache (k, v above then hold the same keys densely, unused) and lengths.
   std::unique_ptr<DeviceTensor> k_pages, v_pages, block_table, cache_seqlens;
   fa_params p;
@@ -110,6 +110,10 @@ struct DeviceProblem {
     if (pr.c.alibi) {
       alibi = std::make_unique<DeviceTensor>(pr.alibi, false);
       p.alibi_slopes = alibi->view();
+    }
+    if (pr.c.has_bias()) {
+      bias = std::make_unique<DeviceTensor>(pr.bias, false);
+      p.attn_bias = bias->view();
     }
     if (pr.block_table.data()) {
       k_pages = std::make_unique<DeviceTensor>(pr.k_pages, false);

@@ -13,8 +13,8 @@
 // - dbias is deterministic across thread counts, costs nothing when not asked, and split-KV
 //   forwards take the bias; tiles a mask hides entirely (skipped) give the results of computing
 //   them; fa::Options carries both fields;
-// - CUDA tensors refuse both fields by name (the other refusals: test_validation.cpp's
-//   catalogue).
+// - CUDA tensors: the backward refuses both fields by name (the forward: test_gpu_bias.cpp; the
+//   other refusals: test_validation.cpp's catalogue).
 #include <gtest/gtest.h>
 
 #include <omp.h>
@@ -27,10 +27,14 @@
 #include "api/validate.h"
 #include "core/error.h"
 #include "cpu/backend.h"
+#include "bias_cases.h"
 #include "support.h"
 
 namespace fa::test {
 namespace {
+
+using bias::Shape;
+using bias::set_shape;
 
 // The flash kernels of one instruction set (the public entry points run cpu::best_isa()).
 void run_flash_isa(Problem& pr, cpu::Isa isa) {
@@ -43,75 +47,6 @@ void run_flash_isa(Problem& pr, cpu::Isa isa) {
   const Params pb = validate_backward(&bwd);
   ws.assign(cpu::backward_workspace(pb, cpu::Impl::Flash), 0);
   cpu::backward(pb, cpu::Impl::Flash, ws.data(), ws.size(), isa);
-}
-
-enum class Shape { Full, BroadcastBatch, BroadcastHeads, BroadcastQueries, Shared, KeyPadding };
-enum class Feature { None, Causal, Window, Softcap, Alibi, Dropout, Varlen };
-
-void set_shape(Case& c, Shape s) {
-  bool* f = c.bias_full;
-  f[0] = f[1] = f[2] = f[3] = true;
-  switch (s) {
-    case Shape::Full: break;
-    case Shape::BroadcastBatch: f[0] = false; break;
-    case Shape::BroadcastHeads: f[1] = false; break;
-    case Shape::BroadcastQueries: f[2] = false; break;
-    case Shape::Shared: f[0] = f[1] = false; break;                 // (1, 1, s_q, s_k): T5, Swin
-    case Shape::KeyPadding: f[1] = f[2] = false; break;             // (b, 1, 1, s_k)
-  }
-}
-
-std::vector<Case> grid() {
-  const int bias_dtypes[] = {FA_DTYPE_FP32, FA_DTYPE_FP16, FA_DTYPE_BF16, FA_DTYPE_BOOL,
-                             FA_DTYPE_INT8};
-  const Shape shapes[] = {Shape::Full,          Shape::BroadcastBatch, Shape::BroadcastHeads,
-                          Shape::BroadcastQueries, Shape::Shared,      Shape::KeyPadding};
-  const Feature features[] = {Feature::None,  Feature::Causal,  Feature::Window, Feature::Softcap,
-                              Feature::Alibi, Feature::Dropout, Feature::Varlen};
-  const fa_dtype dtypes[] = {FA_DTYPE_FP32, FA_DTYPE_FP16, FA_DTYPE_BF16};
-  const int64_t lens[][2] = {{77, 133}, {130, 61}, {1, 65}, {64, 64}, {129, 200}};
-  std::vector<Case> cases;
-  uint64_t n = 0;
-  for (int bt : bias_dtypes)
-    for (Shape s : shapes) {
-      // Each (bias dtype, shape) pair with two features, rotating through dtypes, lengths,
-      // head dims, GQA ratios and strides.
-      for (int rep = 0; rep < 2; ++rep) {
-        Case c;
-        c.seed = ++n;
-        c.bias_dtype = bt;
-        set_shape(c, s);
-        c.dtype = dtypes[n % 3];
-        c.head_dim = (n % 4 == 0) ? 64 : (n % 4 == 1 ? 40 : (n % 4 == 2 ? 32 : 8));
-        c.batch = 2;
-        c.heads_kv = 1 + int64_t(n % 2);
-        c.heads_q = c.heads_kv * (n % 3 == 0 ? 4 : 2);
-        c.seqlen_q = lens[n % 5][0];
-        c.seqlen_k = lens[n % 5][1];
-        c.strided = n % 4 == 3;
-        c.bias_empty_rows = n % 3 != 1;
-        // Masks hide more in some cases: rows that keep a few keys only.
-        c.bias_keep = c.bias_is_mask() && n % 2 ? 0.3 : 0.8;
-        c.dbias = !c.bias_is_mask();
-        if (c.dbias && n % 5 == 2) c.dbias_dtype = bt;  // its own dtype, else fp32
-        switch (features[(n * 3 + size_t(rep)) % 7]) {
-          case Feature::None: break;
-          case Feature::Causal: c.causal = true; break;
-          case Feature::Window: c.window_left = 21; c.window_right = int32_t(n % 3) * 4; break;
-          case Feature::Softcap: c.softcap = 2.5f; break;
-          case Feature::Alibi: c.alibi = true; break;
-          case Feature::Dropout: c.dropout_p = 0.17f; break;
-          case Feature::Varlen:
-            c.lens_q = {int32_t(c.seqlen_q), 0, 13, 40};
-            c.lens_k = {int32_t(c.seqlen_k), 9, 0, 51};
-            c.causal = n % 2 == 0;
-            break;
-        }
-        if (n % 6 == 5) c.dropout_p = 0.1f;  // dropout on top of another feature
-        cases.push_back(c);
-      }
-    }
-  return cases;
 }
 
 class BiasCpu : public ::testing::TestWithParam<Case> {};
@@ -143,7 +78,7 @@ TEST_P(BiasCpu, FlashMatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Grid, BiasCpu, ::testing::ValuesIn(grid()), CaseTestName());
+INSTANTIATE_TEST_SUITE_P(Grid, BiasCpu, ::testing::ValuesIn(bias::grid()), CaseTestName());
 
 // ---- the reference's semantics, without the reference --------------------------------------
 
@@ -509,7 +444,9 @@ TEST(BiasCppApi, OptionsCarryTheBias) {
 
 // validate_* call check_bias_cpu_only once q's device is known; without a GPU no CUDA tensor gets
 // that far, so it is called here directly on a CPU problem's parameters moved to a CUDA device.
-TEST(BiasCpuOnly, RefusedForCudaTensorsByName) {
+// A CUDA forward passes (the families take or refuse the bias: test_gpu_bias.cpp); a CUDA
+// backward with either field is refused.
+TEST(BiasCpuOnly, CudaBackwardRefusedByName) {
   Case c = small_case();
   c.bias_dtype = FA_DTYPE_BF16;
   c.dbias = true;
@@ -529,8 +466,8 @@ TEST(BiasCpuOnly, RefusedForCudaTensorsByName) {
   fa_params p = pr.params(FA_BACKEND_AUTO, true);
   EXPECT_NO_THROW(check_bias_cpu_only(p, true));  // CPU tensors
   p.q.device = fa::cuda_device(0);
-  expect_refused(p, false, "attn_bias (an attention bias or mask)");
-  expect_refused(p, true, "attn_bias (an attention bias or mask)");
+  EXPECT_NO_THROW(check_bias_cpu_only(p, false));
+  expect_refused(p, true, "attn_bias (an attention bias or mask) in the backward");
   p.attn_bias.data = nullptr;
   expect_refused(p, true, "dbias (the gradient of attn_bias)");
   EXPECT_NO_THROW(check_bias_cpu_only(p, false));  // the forward ignores dbias

@@ -904,13 +904,15 @@ void check_cpu_only_features(const fa_params& p, bool backward) {
   }
 }
 
-// attn_bias and dbias (0.4) are the CPU backends' in this build; the CUDA kernels read neither.
+// attn_bias and dbias (0.4): the CPU backends take both; on CUDA tensors the forward is the
+// families' to take or refuse (cuda-sm80's reads attn_bias under Tuning::sm80_fwd_bias, the
+// others refuse it: cuda/backend_table.cpp), and no CUDA backward reads either.
 void check_bias_cpu_only(const fa_params& p, bool backward) {
-  if (p.q.device.type == FA_DEVICE_CPU) return;
+  if (p.q.device.type == FA_DEVICE_CPU || !backward) return;
   if (p.attn_bias.data != nullptr)
-    fail(FA_ERROR_UNSUPPORTED, "attn_bias (an attention bias or mask) is supported on the CPU "
-         "backend only in this build");
-  if (backward && p.dbias.data != nullptr)
+    fail(FA_ERROR_UNSUPPORTED, "attn_bias (an attention bias or mask) in the backward is "
+         "supported on the CPU backend only in this build");
+  if (p.dbias.data != nullptr)
     fail(FA_ERROR_UNSUPPORTED, "dbias (the gradient of attn_bias) is supported on the CPU backend "
          "only in this build");
 }

@@ -65,6 +65,9 @@
 #ifndef FA_TUNING_SM90_FWD_PACK_GQA
 #define FA_TUNING_SM90_FWD_PACK_GQA 1
 #endif
+#ifndef FA_TUNING_SM80_FWD_BIAS
+#define FA_TUNING_SM80_FWD_BIAS 0
+#endif
 #ifndef FA_TUNING_KVCACHE_ALL
 #define FA_TUNING_KVCACHE_ALL 0
 #endif
@@ -125,6 +128,10 @@ struct Tuning {
   // serve (out's strides or address; a packed batch's last tile of a sequence), stores straight
   // from the registers.
   bool sm90_fwd_tma_store = FA_TUNING_SM90_FWD_TMA_STORE != 0;
+  // cuda-sm80's forward reads an attention bias or mask (fa_params::attn_bias, issue 31; the
+  // other CUDA families refuse it by name, and every CUDA backward). Off by default until its
+  // GPU tests (tests/test_bias.cpp, GpuBias) have run: written without a GPU.
+  bool sm80_fwd_bias = FA_TUNING_SM80_FWD_BIAS != 0;
   // The KV-cache family (cuda-kvcache) takes every CUDA forward it serves (no dropout), not only
   // those with a KV cache's fields or num_splits > 1: the GPU tests' way to run the plain grid
   // through it.

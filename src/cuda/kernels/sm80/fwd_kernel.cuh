@@ -42,7 +42,8 @@ namespace fa::cuda::sm80 {
 // after the masked / unmasked branches joined cost 6% at d = 64 and 256).
 template <class T, bool kMask, class Between>
 __device__ __forceinline__ void tile_step(const Params& p, const RowKeys& rk,
-                                          const Logit<float>& logit, bool transform,
+                                          const Logit<float>& logit, const BiasRows& br,
+                                          bool transform,
                                           float scale_log2, int n0, const QkGemm<T>& qk,
                                           const PvGemm<T>& pv,
                                           float (&o)[T::kMTiles][T::kHeadDim / 8][4],
@@ -51,7 +52,7 @@ __device__ __forceinline__ void tile_step(const Params& p, const RowKeys& rk,
   float s[T::kMTiles][T::kBlockN / 8][4];  // S, then P: (kRowsPerWarp, kBlockN) fp32 per warp
   qk.run(s);
   between();
-  transform_mask<T, kMask>(p, rk, logit, transform, n0, s, lane);
+  transform_mask<T, kMask>(p, rk, logit, br, transform, n0, s, lane);
   softmax_update<T>(s, o, st, scale_log2);
   if constexpr (T::kDropout) apply_dropout<T::kMTiles, T::kBlockN>(dr, n0, s, lane);
   PackedP<T> pp;
@@ -83,8 +84,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   const Logit<float> logit{p.softcap, p.alibi_slope(b, h), sq.len_k - sq.len_q};
   // A negative scale takes the logit path too: its running max must be over the scaled scores
   // (the largest logit sits at the smallest raw score); so does a zero scale (a factor of 0 in
-  // exp2 would turn the mask's -inf into NaN).
-  const bool transform = p.softcap > 0.f || logit.alibi_slope != 0.f || p.softmax_scale <= 0.f;
+  // exp2 would turn the mask's -inf into NaN), and an attention bias (added to scaled scores).
+  const bool transform = p.softcap > 0.f || logit.alibi_slope != 0.f || p.softmax_scale <= 0.f ||
+                         p.bias.kind != Params::Bias::Kind::None;
   // Raw scores are scaled inside exp2; logits (softcap / ALiBi applied, or scaled) already are.
   const float scale_log2 = transform ? kLog2e : p.softmax_scale * kLog2e;
   const int d = int(p.head_dim);
@@ -144,6 +146,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   // This thread's first row; the others are row_g + 8 and + 16 mt.
   const int64_t row_g = m0 + warp * T::kRowsPerWarp + g;
   const RowKeys rk(vis, row_g, sq.len_k);
+  const BiasRows br{int(b), int(h), int(row_g), int(sq.len_q), int(sq.len_k)};
   FwdDropout dr{};
   if constexpr (T::kDropout)
     dr = FwdDropout{DropoutStream::make(p.seed, p.offset, p.dropout_p),
@@ -158,9 +161,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   // Transform, mask and softmax of a finished S, leaving P in 16 bits for the next P·V.
   auto finish_scores = [&](float (&s)[kM][T::kBlockN / 8][4], int nb, PackedP<T>& pp) {
     if (tile_masked(nb))
-      transform_mask<T, true>(p, rk, logit, transform, nb * T::kBlockN, s, lane);
+      transform_mask<T, true>(p, rk, logit, br, transform, nb * T::kBlockN, s, lane);
     else
-      transform_mask<T, false>(p, rk, logit, transform, nb * T::kBlockN, s, lane);
+      transform_mask<T, false>(p, rk, logit, br, transform, nb * T::kBlockN, s, lane);
     softmax_update<T>(s, o, st, scale_log2);
     if constexpr (T::kDropout) apply_dropout<T::kMTiles, T::kBlockN>(dr, nb * T::kBlockN, s, lane);
     pack_p<T>(s, pp);
@@ -236,10 +239,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
       if (tile_idle(nb))
         between();
       else if (tile_masked(nb))
-        tile_step<T, true>(p, rk, logit, transform, scale_log2, n0, qk, pv, o, st, dr, lane,
+        tile_step<T, true>(p, rk, logit, br, transform, scale_log2, n0, qk, pv, o, st, dr, lane,
                            between);
       else
-        tile_step<T, false>(p, rk, logit, transform, scale_log2, n0, qk, pv, o, st, dr, lane,
+        tile_step<T, false>(p, rk, logit, br, transform, scale_log2, n0, qk, pv, o, st, dr, lane,
                             between);
     }
   }

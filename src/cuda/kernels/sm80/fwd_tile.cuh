@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/params.h"
+#include "core/dtype.h"
 #include "core/mask.h"
 #include "core/philox.h"
 #include "cuda/arch/cp_async.cuh"
@@ -223,18 +224,42 @@ __device__ __forceinline__ void qk_pv_fused(const QkGemm<T>& qk, const PvGemm<T>
   }
 }
 
-// Logit transform (softcap / ALiBi, when on) and mask (kMask: the tile straddles a mask or
-// sequence boundary) in 32-bit tile-relative coordinates: key n0 + c with c = 8 nt + 2t + e % 2
-// (so c is a constant plus 2t), one diagonal / key range per row.
+// Where a thread's rows read the attention bias (Params::Bias; bias.kind None: no bias): batch
+// entry (the sequence of a packed batch) and query head, the thread's first row row_g, and the
+// sequence's lengths. Rows and keys are clamped into the sequence when read: a tile's rows and
+// keys past it are masked or never stored.
+struct BiasRows {
+  int b, h, row_g, len_q, len_k;
+  // The bias element (row_g + dr, key) as a term of the logit: the value, or for a mask 0 (seen)
+  // or -inf (hidden).
+  __device__ __forceinline__ float at(const Params::Bias& bias, int dr, int key) const {
+    const int row = row_g + dr < len_q ? row_g + dr : len_q - 1;
+    const int64_t o = bias.offset(b, h, row, key < len_k ? key : len_k - 1);
+    switch (bias.kind) {
+      case Params::Bias::Kind::F32: return static_cast<const float*>(bias.data)[o];
+      case Params::Bias::Kind::F16: return to_float(static_cast<const half_t*>(bias.data)[o]);
+      case Params::Bias::Kind::BF16: return to_float(static_cast<const bfloat16_t*>(bias.data)[o]);
+      case Params::Bias::Kind::Mask:
+        return static_cast<const uint8_t*>(bias.data)[o] != 0 ? 0.f : kNegInf;
+      default: return 0.f;
+    }
+  }
+};
+
+// Logit transform (softcap, the attention bias, ALiBi, when on; in core/mask.h's order) and mask
+// (kMask: the tile straddles a mask or sequence boundary) in 32-bit tile-relative coordinates: key
+// n0 + c with c = 8 nt + 2t + e % 2 (so c is a constant plus 2t), one diagonal / key range per row.
 template <class T, bool kMask>
 __device__ __forceinline__ void transform_mask(const Params& p, const RowKeys& rk,
-                                               const Logit<float>& logit, bool transform, int n0,
+                                               const Logit<float>& logit, const BiasRows& br,
+                                               bool transform, int n0,
                                                float (&s)[T::kMTiles][T::kBlockN / 8][4],
                                                int lane) {
   constexpr int kM = T::kMTiles;
   constexpr int kNt = T::kBlockN / 8;  // n-tiles of S
   const int t = lane % 4;
   if (transform) {
+    const bool bias = p.bias.kind != Params::Bias::Kind::None;
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
@@ -246,6 +271,7 @@ __device__ __forceinline__ void transform_mask(const Params& p, const RowKeys& r
           for (int e = 0; e < 2; ++e) {
             float x = s[mt][nt][2 * r + e] * p.softmax_scale;
             if (logit.softcap > 0.f) x = logit.softcap * tanhf(x / logit.softcap);
+            if (bias) x += br.at(p.bias, 16 * mt + 8 * r, n0 + 8 * nt + 2 * t + e);
             x -= logit.alibi_slope * fabsf(float(diag - (8 * nt + 2 * t + e)));
             s[mt][nt][2 * r + e] = x;
           }
