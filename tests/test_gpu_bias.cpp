@@ -1,11 +1,11 @@
-// attn_bias (fa_params 0.4, issue 31) on CUDA tensors: the cuda-sm80 forward reads it under
-// Tuning::sm80_fwd_bias (off by default until these tests have run on a GPU).
+// attn_bias (fa_params 0.4, issue 31) on CUDA tensors: the cuda-sm80 forward reads it in builds
+// with -DFA_TUNING_SM80_FWD_BIAS=1 (until these tests have run on a GPU; core/tuning.h).
 //
 // - the CPU bias grid (bias_cases.h: every bias dtype and shape, fully-masked rows, with causal,
 //   windows, softcap, ALiBi, dropout, GQA, packed batches, strides) in fp16 / bf16, asserted to
 //   run cuda-sm80 and to match the fp64 reference by FlashAttention's rule, outputs poisoned;
-// - with the knob off (the library as it ships) and for every backward, the call is refused by
-//   name and writes nothing.
+// - with the knob off and for every backward, the call is refused by name and writes nothing.
+// The grid skips in builds without the bias path (the default).
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -43,6 +43,8 @@ TEST_P(GpuBias, ForwardMatchesReferenceOnSm80) {
   std::string why;
   if (skip_without_gpu(&why) || skip_head_dim_not_built(GetParam().head_dim, &why))
     GTEST_SKIP() << why;
+  if (!FA_TUNING_SM80_FWD_BIAS)
+    GTEST_SKIP() << "built without cuda-sm80's bias path (-DFA_TUNING_SM80_FWD_BIAS=1 builds it)";
   Problem pr(GetParam());
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
   const Tuning t = bias_on();
@@ -54,8 +56,8 @@ TEST_P(GpuBias, ForwardMatchesReferenceOnSm80) {
 
 INSTANTIATE_TEST_SUITE_P(Grid, GpuBias, ::testing::ValuesIn(gpu_grid()), CaseTestName());
 
-// As the library ships (the knob off) a forward with a bias is refused naming attn_bias, and a
-// backward with one is refused with the knob on too; out and the gradients keep their poison.
+// With the knob off a forward with a bias is refused naming attn_bias, and a backward with one is
+// refused with the knob on too; out and the gradients keep their poison.
 TEST(GpuBiasRefusal, RefusedByNameAndNothingWritten) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
@@ -66,10 +68,12 @@ TEST(GpuBiasRefusal, RefusedByNameAndNothingWritten) {
   Problem pr(c);
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
   const auto out0 = dev.out.bytes(pr.out);
+  Tuning off;
+  off.sm80_fwd_bias = false;
   size_t bytes = 0;
-  EXPECT_EQ(fa_forward_workspace_size(&dev.p, &bytes), FA_ERROR_UNSUPPORTED);
+  EXPECT_EQ(internal::workspace_size(&dev.p, Pass::Forward, off, &bytes), FA_ERROR_UNSUPPORTED);
   EXPECT_NE(std::string(fa_last_error()).find("attn_bias"), std::string::npos) << fa_last_error();
-  EXPECT_EQ(fa_forward(&dev.p, nullptr, 0, nullptr), FA_ERROR_UNSUPPORTED);
+  EXPECT_EQ(internal::run(&dev.p, Pass::Forward, off, nullptr, 0, nullptr), FA_ERROR_UNSUPPORTED);
   EXPECT_NE(std::string(fa_last_error()).find("attn_bias"), std::string::npos) << fa_last_error();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(dev.out.bytes(pr.out), out0) << "a refused forward wrote out";

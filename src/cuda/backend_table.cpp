@@ -49,16 +49,18 @@ void refuse_kv_cache(const Params& p, const char* family) {
          "cuda-kvcache family's");
 }
 
-// An attention bias (Params::Bias) is read by cuda-sm80's forward alone, under
-// Tuning::sm80_fwd_bias (off by default until its GPU tests have run).
+// An attention bias (Params::Bias) is read by cuda-sm80's forward alone, in builds that compile
+// it (FA_TUNING_SM80_FWD_BIAS) and under Tuning::sm80_fwd_bias.
 void refuse_bias(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
   if (p.bias.kind == Params::Bias::Kind::None) return;
-  if (f == CudaFamily::Sm80 && !backward && ctx.tuning.sm80_fwd_bias) return;
+  if (f == CudaFamily::Sm80 && !backward && ctx.tuning.sm80_fwd_bias && FA_TUNING_SM80_FWD_BIAS)
+    return;
   const char* family = f == CudaFamily::Sm90 ? "cuda-sm90" : f == CudaFamily::Sm80 ? "cuda-sm80"
                        : f == CudaFamily::KvCache ? "cuda-kvcache" : "cuda-vanilla";
   fail(FA_ERROR_UNSUPPORTED, family, ": attn_bias (an attention bias or mask) is supported on the "
        "CPU backend only in this build", f == CudaFamily::Sm80 && !backward ? " (cuda-sm80's "
-       "forward reads it, switched off until its GPU tests have run)" : "");
+       "forward that reads it is built only with -DFA_TUNING_SM80_FWD_BIAS=1 until its GPU tests "
+       "have run)" : "");
 }
 
 // A family's check, workspace and run on Params its kernels take as they are (the wrappers below

@@ -42,8 +42,7 @@ namespace fa::cuda::sm80 {
 // after the masked / unmasked branches joined cost 6% at d = 64 and 256).
 template <class T, bool kMask, class Between>
 __device__ __forceinline__ void tile_step(const Params& p, const RowKeys& rk,
-                                          const Logit<float>& logit, const BiasRows& br,
-                                          bool transform,
+                                          const Logit<float>& logit, bool transform,
                                           float scale_log2, int n0, const QkGemm<T>& qk,
                                           const PvGemm<T>& pv,
                                           float (&o)[T::kMTiles][T::kHeadDim / 8][4],
@@ -52,7 +51,7 @@ __device__ __forceinline__ void tile_step(const Params& p, const RowKeys& rk,
   float s[T::kMTiles][T::kBlockN / 8][4];  // S, then P: (kRowsPerWarp, kBlockN) fp32 per warp
   qk.run(s);
   between();
-  transform_mask<T, kMask>(p, rk, logit, br, transform, n0, s, lane);
+  transform_mask<T, kMask>(p, rk, logit, transform, n0, s, lane);
   softmax_update<T>(s, o, st, scale_log2);
   if constexpr (T::kDropout) apply_dropout<T::kMTiles, T::kBlockN>(dr, n0, s, lane);
   PackedP<T> pp;
@@ -73,10 +72,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
-  const int64_t m_block = int64_t(gridDim.x) - 1 - blockIdx.x;  // long causal blocks first
   const int64_t h = blockIdx.y, b = blockIdx.z;
   const SeqInfo sq = p.seq(b);
-  const int64_t m0 = m_block * T::kBlockM;
+  const int64_t m0 = fwd_block_m0<T>();  // long causal blocks first
   if (m0 >= sq.len_q) return;
   const int64_t hk = h / p.group();
   const int64_t rows = sq.len_q - m0 < T::kBlockM ? sq.len_q - m0 : T::kBlockM;
@@ -144,9 +142,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   const auto k_lane = bt_lane<KvTile>(lane);
   const auto v_lane = a_lane<KvTile>(lane);
   // This thread's first row; the others are row_g + 8 and + 16 mt.
-  const int64_t row_g = m0 + warp * T::kRowsPerWarp + g;
+  const int64_t row_g = fwd_thread_row0<T>();
   const RowKeys rk(vis, row_g, sq.len_k);
-  const BiasRows br{int(b), int(h), int(row_g), int(sq.len_q), int(sq.len_k)};
   FwdDropout dr{};
   if constexpr (T::kDropout)
     dr = FwdDropout{DropoutStream::make(p.seed, p.offset, p.dropout_p),
@@ -161,9 +158,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   // Transform, mask and softmax of a finished S, leaving P in 16 bits for the next P·V.
   auto finish_scores = [&](float (&s)[kM][T::kBlockN / 8][4], int nb, PackedP<T>& pp) {
     if (tile_masked(nb))
-      transform_mask<T, true>(p, rk, logit, br, transform, nb * T::kBlockN, s, lane);
+      transform_mask<T, true>(p, rk, logit, transform, nb * T::kBlockN, s, lane);
     else
-      transform_mask<T, false>(p, rk, logit, br, transform, nb * T::kBlockN, s, lane);
+      transform_mask<T, false>(p, rk, logit, transform, nb * T::kBlockN, s, lane);
     softmax_update<T>(s, o, st, scale_log2);
     if constexpr (T::kDropout) apply_dropout<T::kMTiles, T::kBlockN>(dr, nb * T::kBlockN, s, lane);
     pack_p<T>(s, pp);
@@ -239,10 +236,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
       if (tile_idle(nb))
         between();
       else if (tile_masked(nb))
-        tile_step<T, true>(p, rk, logit, br, transform, scale_log2, n0, qk, pv, o, st, dr, lane,
+        tile_step<T, true>(p, rk, logit, transform, scale_log2, n0, qk, pv, o, st, dr, lane,
                            between);
       else
-        tile_step<T, false>(p, rk, logit, br, transform, scale_log2, n0, qk, pv, o, st, dr, lane,
+        tile_step<T, false>(p, rk, logit, transform, scale_log2, n0, qk, pv, o, st, dr, lane,
                             between);
     }
   }

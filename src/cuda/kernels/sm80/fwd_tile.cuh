@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/params.h"
+#include "core/tuning.h"
 #include "core/dtype.h"
 #include "core/mask.h"
 #include "core/philox.h"
@@ -224,12 +225,35 @@ __device__ __forceinline__ void qk_pv_fused(const QkGemm<T>& qk, const PvGemm<T>
   }
 }
 
-// Where a thread's rows read the attention bias (Params::Bias; bias.kind None: no bias): batch
-// entry (the sequence of a packed batch) and query head, the thread's first row row_g, and the
-// sequence's lengths. Rows and keys are clamped into the sequence when read: a tile's rows and
-// keys past it are masked or never stored.
+// The forward's block of query rows: blocks run in reverse row order, so that the longest causal
+// blocks start first; a thread's rows are row0 + 8 r + 16 mt of its warp's.
+template <class T>
+__device__ __forceinline__ int64_t fwd_block_m0() {
+  return (int64_t(gridDim.x) - 1 - blockIdx.x) * T::kBlockM;
+}
+template <class T>
+__device__ __forceinline__ int64_t fwd_thread_row0() {
+  return fwd_block_m0<T>() + int64_t(threadIdx.x / 32) * T::kRowsPerWarp + (threadIdx.x % 32) / 4;
+}
+
+// The attention bias's code is compiled in builds with -DFA_TUNING_SM80_FWD_BIAS=1 only: any of
+// it in the key loop, taken or not, moved ptxas's allocation enough to spill in the plain kernels
+// (sm_80: 40 bytes at d 32, 64 at d 64; the dropout kernel at d 128 8 -> 36), so the kernels as
+// shipped stay free of it until a GPU run has verified and placed it.
+constexpr bool kSm80FwdBiasBuilt = FA_TUNING_SM80_FWD_BIAS != 0;
+
+// Where a thread's rows read the attention bias (Params::Bias): batch entry (the sequence of a
+// packed batch) and query head, the thread's first row row_g, and the sequence's lengths, made
+// from the block's coordinates where a tile needs them. Rows and keys are clamped into the
+// sequence when read: a tile's rows and keys past it are masked or never stored.
 struct BiasRows {
   int b, h, row_g, len_q, len_k;
+  template <class T>
+  __device__ __forceinline__ static BiasRows of(const Params& p) {
+    const int64_t b = blockIdx.z;
+    const SeqInfo sq = p.seq(b);
+    return {int(b), int(blockIdx.y), int(fwd_thread_row0<T>()), int(sq.len_q), int(sq.len_k)};
+  }
   // The bias element (row_g + dr, key) as a term of the logit: the value, or for a mask 0 (seen)
   // or -inf (hidden).
   __device__ __forceinline__ float at(const Params::Bias& bias, int dr, int key) const {
@@ -251,15 +275,15 @@ struct BiasRows {
 // n0 + c with c = 8 nt + 2t + e % 2 (so c is a constant plus 2t), one diagonal / key range per row.
 template <class T, bool kMask>
 __device__ __forceinline__ void transform_mask(const Params& p, const RowKeys& rk,
-                                               const Logit<float>& logit, const BiasRows& br,
-                                               bool transform, int n0,
+                                               const Logit<float>& logit, bool transform, int n0,
                                                float (&s)[T::kMTiles][T::kBlockN / 8][4],
                                                int lane) {
   constexpr int kM = T::kMTiles;
   constexpr int kNt = T::kBlockN / 8;  // n-tiles of S
   const int t = lane % 4;
   if (transform) {
-    const bool bias = p.bias.kind != Params::Bias::Kind::None;
+    const bool bias = kSm80FwdBiasBuilt && p.bias.kind != Params::Bias::Kind::None;
+    const BiasRows br = bias ? BiasRows::of<T>(p) : BiasRows{};
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
@@ -271,7 +295,8 @@ __device__ __forceinline__ void transform_mask(const Params& p, const RowKeys& r
           for (int e = 0; e < 2; ++e) {
             float x = s[mt][nt][2 * r + e] * p.softmax_scale;
             if (logit.softcap > 0.f) x = logit.softcap * tanhf(x / logit.softcap);
-            if (bias) x += br.at(p.bias, 16 * mt + 8 * r, n0 + 8 * nt + 2 * t + e);
+            if constexpr (kSm80FwdBiasBuilt)
+              if (bias) x += br.at(p.bias, 16 * mt + 8 * r, n0 + 8 * nt + 2 * t + e);
             x -= logit.alibi_slope * fabsf(float(diag - (8 * nt + 2 * t + e)));
             s[mt][nt][2 * r + e] = x;
           }
