@@ -42,6 +42,17 @@ fa_status guarded(const char** message, F&& body) {
 }
 
 // ---- the families (the rows of src/api/dispatch.cpp) ------------------------------------------
+// A family's registry name, for its refusals.
+const char* family_name(CudaFamily f) {
+  switch (f) {
+    case CudaFamily::KvCache: return "cuda-kvcache";
+    case CudaFamily::Sm90: return "cuda-sm90";
+    case CudaFamily::Sm80: return "cuda-sm80";
+    case CudaFamily::Vanilla: return "cuda-vanilla";
+  }
+  return "cuda-?";
+}
+
 // The KV cache's fields are cuda-kvcache's alone: every other family would ignore them.
 void refuse_kv_cache(const Params& p, const char* family) {
   if (p.uses_kv_cache())
@@ -55,9 +66,7 @@ void refuse_bias(CudaFamily f, const Params& p, bool backward, const Context& ct
   if (p.bias.kind == Params::Bias::Kind::None) return;
   if (f == CudaFamily::Sm80 && !backward && ctx.tuning.sm80_fwd_bias && FA_TUNING_SM80_FWD_BIAS)
     return;
-  const char* family = f == CudaFamily::Sm90 ? "cuda-sm90" : f == CudaFamily::Sm80 ? "cuda-sm80"
-                       : f == CudaFamily::KvCache ? "cuda-kvcache" : "cuda-vanilla";
-  fail(FA_ERROR_UNSUPPORTED, family, ": attn_bias (an attention bias or mask) is supported on the "
+  fail(FA_ERROR_UNSUPPORTED, family_name(f), ": attn_bias (an attention bias or mask) is supported on the "
        "CPU backend only in this build", f == CudaFamily::Sm80 && !backward ? " (cuda-sm80's "
        "forward that reads it is built only with -DFA_TUNING_SM80_FWD_BIAS=1 until its GPU tests "
        "have run)" : "");
@@ -148,9 +157,7 @@ bool pads(CudaFamily f, const Params& p) {
 char* const kPlaceholder = reinterpret_cast<char*>(uintptr_t(256));
 
 void check(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
-  if (f != CudaFamily::KvCache) refuse_kv_cache(p, f == CudaFamily::Sm90 ? "cuda-sm90"
-                                                 : f == CudaFamily::Sm80 ? "cuda-sm80"
-                                                                         : "cuda-vanilla");
+  if (f != CudaFamily::KvCache) refuse_kv_cache(p, family_name(f));
   refuse_bias(f, p, backward, ctx);
   if (pads(f, p)) return check_family(f, padded_params(p, backward, kPlaceholder), backward, ctx);
   check_family(f, p, backward, ctx);
