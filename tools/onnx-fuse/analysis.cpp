@@ -64,6 +64,17 @@ std::optional<Dims> Analysis::shape(const std::string& t) {
   return memo(shapes_, t, [&] { return shape_rule(t); });
 }
 
+std::optional<std::vector<int64_t>> Analysis::slice_axes(const onnx::NodeProto& n, size_t count) {
+  std::vector<int64_t> axes(count);
+  for (size_t k = 0; k < count; ++k) axes[k] = int64_t(k);
+  if (n.input_size() > 3 && !in(n, 3).empty()) {
+    auto ax = const_ints(in(n, 3));
+    if (!ax || ax->size() != count) return std::nullopt;
+    axes = *ax;
+  }
+  return axes;
+}
+
 std::optional<std::vector<int64_t>> Analysis::const_ints(const std::string& t) {
   auto v = value(t);
   if (!v || !v->is_int) return std::nullopt;
@@ -253,13 +264,9 @@ std::optional<Dims> Analysis::shape_rule(const std::string& t) {
     auto starts = value(in(*n, 1)), ends = value(in(*n, 2));
     if (!starts || !ends || !starts->is_int || !ends->is_int || starts->size() != ends->size())
       return std::nullopt;
-    std::vector<int64_t> axes(starts->size());
-    for (size_t k = 0; k < axes.size(); ++k) axes[k] = int64_t(k);
-    if (n->input_size() > 3 && !in(*n, 3).empty()) {
-      auto ax = const_ints(in(*n, 3));
-      if (!ax || ax->size() != axes.size()) return std::nullopt;
-      axes = *ax;
-    }
+    auto slice_ax = slice_axes(*n, starts->size());
+    if (!slice_ax) return std::nullopt;
+    const std::vector<int64_t>& axes = *slice_ax;
     if (n->input_size() > 4 && !in(*n, 4).empty()) {
       auto st = const_ints(in(*n, 4));
       if (!st) return std::nullopt;

@@ -82,6 +82,9 @@ class Analysis {
   std::optional<Value> value_rule(const std::string& t);
   std::optional<Band> band_rule(const std::string& t);
   std::optional<std::vector<int64_t>> const_ints(const std::string& t);
+  // The axes a Slice node's `count` starts apply to: its axes input, else 0 .. count - 1; nullopt
+  // where the input is not a constant of that length.
+  std::optional<std::vector<int64_t>> slice_axes(const onnx::NodeProto& n, size_t count);
   std::optional<Band> band_of_buffer(const onnx::TensorProto& p);
 };
 

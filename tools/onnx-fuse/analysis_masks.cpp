@@ -132,13 +132,9 @@ std::optional<Band> Analysis::band_rule(const std::string& t) {
     if (!src || !src_shape) return std::nullopt;
     auto starts = value(in(*n, 1));
     if (!starts || !starts->is_int) return std::nullopt;
-    std::vector<int64_t> axes(starts->size());
-    for (size_t k = 0; k < axes.size(); ++k) axes[k] = int64_t(k);
-    if (n->input_size() > 3 && !in(*n, 3).empty()) {
-      auto ax = const_ints(in(*n, 3));
-      if (!ax || ax->size() != axes.size()) return std::nullopt;
-      axes = *ax;
-    }
+    auto slice_ax = slice_axes(*n, starts->size());
+    if (!slice_ax) return std::nullopt;
+    const std::vector<int64_t>& axes = *slice_ax;
     Band b = *src;
     const size_t rank = src_shape->size();
     for (size_t k = 0; k < axes.size(); ++k) {
