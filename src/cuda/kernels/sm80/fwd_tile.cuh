@@ -7,11 +7,11 @@
 
 #include <cstdint>
 
-#include "core/params.h"
-#include "core/tuning.h"
 #include "core/dtype.h"
 #include "core/mask.h"
+#include "core/params.h"
 #include "core/philox.h"
+#include "core/tuning.h"
 #include "cuda/arch/cp_async.cuh"
 #include "cuda/arch/exp2.cuh"  // exp2_fast, kLog2e
 #include "cuda/arch/ldmatrix.cuh"
