@@ -86,7 +86,9 @@ typedef enum fa_status {
   FA_ERROR_VERSION = 19,       /* params.struct_size is not one this library knows */
   FA_ERROR_BACKEND = 20,       /* unknown backend, or backend not available for the device */
   FA_ERROR_CUDA = 21,          /* a CUDA runtime call failed */
-  FA_ERROR_INTERNAL = 22       /* a bug: please report it with the message */
+  FA_ERROR_INTERNAL = 22,      /* a bug: please report it with the message */
+  FA_ERROR_COMM = 23           /* ring attention (flashattn/ring.h): the caller's communicator
+                                  returned an error */
 } fa_status;
 
 typedef enum fa_dtype {

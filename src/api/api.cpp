@@ -7,6 +7,7 @@
 #include <string>
 
 #include "api/dispatch.h"
+#include "api/guard.h"
 #include "api/internal.h"
 #include "api/validate.h"
 #include "core/device.h"
@@ -16,28 +17,7 @@
 
 namespace {
 
-thread_local std::string g_last_error;
-
-template <typename F>
-fa_status guarded(F&& body) {
-  try {
-    body();
-    g_last_error.clear();
-    return FA_OK;
-  } catch (const fa::ApiError& e) {
-    g_last_error = e.what();
-    return e.status();
-  } catch (const std::bad_alloc&) {
-    g_last_error = "out of host memory";
-    return FA_ERROR_INTERNAL;
-  } catch (const std::exception& e) {
-    g_last_error = std::string("internal error: ") + e.what();
-    return FA_ERROR_INTERNAL;
-  } catch (...) {
-    g_last_error = "internal error: unknown exception";
-    return FA_ERROR_INTERNAL;
-  }
-}
+using fa::api::guarded;
 
 fa::Params validated(const fa_params* params, fa::Pass pass) {
   return pass == fa::Pass::Forward ? fa::validate_forward(params) : fa::validate_backward(params);
@@ -122,7 +102,7 @@ void fa_params_init(fa_params* params) {
   params->window_right = -1;
 }
 
-const char* fa_last_error(void) { return g_last_error.c_str(); }
+const char* fa_last_error(void) { return fa::api::last_error().c_str(); }
 
 const char* fa_status_string(fa_status status) {
   // A C caller may pass any int: read it as one (a load of an fa_status lvalue holding a value
@@ -154,6 +134,7 @@ const char* fa_status_string(fa_status status) {
     case FA_ERROR_BACKEND: return "backend unavailable";
     case FA_ERROR_CUDA: return "CUDA error";
     case FA_ERROR_INTERNAL: return "internal error";
+    case FA_ERROR_COMM: return "communicator error";
   }
   return "unknown status";
 }
@@ -179,6 +160,15 @@ fa_status fa_select_kernel(const fa_params* params, int32_t backward, const char
 int32_t fa_cuda_device_count(void) { return fa::cuda_device_count(); }
 
 }  // extern "C"
+
+namespace fa::api {
+
+std::string& last_error() {
+  thread_local std::string message;
+  return message;
+}
+
+}  // namespace fa::api
 
 namespace fa::internal {
 

@@ -18,7 +18,8 @@ struct Partial {
 
 // For every (sequence, query row, head) of p: p.out (in its dtype) and p.lse (when p.lse.data is
 // set) from parts[0..n). Reads only q's layout from p (batch, heads_q, head_dim, the sequences'
-// query rows); rows of different threads are disjoint. Accumulates in double.
+// query rows); rows of different threads are disjoint. Accumulates in double. p.out and p.lse may
+// be a part's own views (ring attention's running merge): each row is read whole before written.
 void combine(const Params& p, const Partial* parts, int64_t n, int threads);
 
 }  // namespace fa::cpu

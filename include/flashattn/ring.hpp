@@ -1,0 +1,144 @@
+// flashattn C++ API for ring attention (context parallelism): a header-only layer over
+// flashattn/ring.h. A communicator is a class with start / wait; the library calls it through
+// the C struct, and an exception it throws comes back as fa::Error (FA_ERROR_COMM) naming it.
+//
+//   MyComm comm(...);                                   // a fa::Communicator
+//   fa::RingOptions ring;  ring.seqlen = L;             // zig-zag by default
+//   auto rows = fa::ring_shard(ring, comm.size(), comm.rank());   // which rows this rank holds
+//   fa::ring_forward(q, k, v, out, lse, opt, ring, comm);        // this rank's shard of each
+//
+// flashattn/ring_nccl.hpp has a communicator over NCCL.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <string>
+
+#include "flashattn/flashattn.hpp"
+#include "flashattn/ring.h"
+
+namespace fa {
+
+// Point-to-point transfers between the ranks of one ring (fa_comm's contract, flashattn/ring.h).
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int32_t rank() const = 0;
+  virtual int32_t size() const = 0;
+  // Begin sending `bytes` from send to send_peer and receiving `bytes` into recv from
+  // recv_peer; stream is the one the ring call was given. Throw on failure.
+  virtual void start(const void* send, int32_t send_peer, void* recv, int32_t recv_peer,
+                     size_t bytes, void* stream) = 0;
+  // Complete every transfer started since the last wait. Throw on failure.
+  virtual void wait(void* stream) = 0;
+
+  // The C struct whose functions call this object. Valid while it lives.
+  fa_comm raw() {
+    fa_comm c{};
+    c.rank = rank();
+    c.size = size();
+    c.ctx = this;
+    c.start = &start_thunk;
+    c.wait = &wait_thunk;
+    return c;
+  }
+  // What the last failed start / wait threw ("" if nothing failed).
+  const std::string& last_failure() const { return failure_; }
+
+ private:
+  template <typename F>
+  static int32_t guarded(void* ctx, F&& f) {
+    auto* self = static_cast<Communicator*>(ctx);
+    try {
+      f(*self);
+      return 0;
+    } catch (const std::exception& e) {
+      self->failure_ = e.what();
+    } catch (...) {
+      self->failure_ = "unknown exception";
+    }
+    return 1;
+  }
+  static int32_t start_thunk(void* ctx, const void* send, int32_t send_peer, void* recv,
+                             int32_t recv_peer, size_t bytes, void* stream) {
+    return guarded(ctx, [&](Communicator& c) {
+      c.start(send, send_peer, recv, recv_peer, bytes, stream);
+    });
+  }
+  static int32_t wait_thunk(void* ctx, void* stream) {
+    return guarded(ctx, [&](Communicator& c) { c.wait(stream); });
+  }
+  std::string failure_;
+};
+
+struct RingOptions {
+  int64_t seqlen = 0;                      // rows of the whole sequence
+  fa_ring_layout layout = FA_RING_ZIGZAG;  // FA_RING_CONTIGUOUS: rank r holds chunk r of R
+};
+
+inline fa_ring make_ring(const RingOptions& o, const fa_comm& comm) {
+  fa_ring r;
+  fa_ring_init(&r);
+  r.seqlen = o.seqlen;
+  r.layout = o.layout;
+  r.comm = comm;
+  return r;
+}
+
+// The global rows `rank` of `size` ranks holds: {start, length} of its first chunk, then of its
+// second (length 0 in the contiguous layout).
+inline std::array<int64_t, 4> ring_shard(const RingOptions& o, int32_t size, int32_t rank) {
+  fa_comm comm{};
+  comm.size = size;
+  const fa_ring r = make_ring(o, comm);
+  std::array<int64_t, 4> rows{};
+  check(fa_ring_shard(&r, rank, rows.data()));
+  return rows;
+}
+
+namespace detail {
+// A ring call's status as fa::Error, with the communicator's own failure appended.
+inline void check_ring(fa_status status, const Communicator& comm) {
+  if (status == FA_OK) return;
+  std::string message = fa_last_error();
+  if (status == FA_ERROR_COMM && !comm.last_failure().empty())
+    message += ": " + comm.last_failure();
+  throw Error(status, message);
+}
+}  // namespace detail
+
+// out, lse <- this rank's rows of attention over the whole sequence (CPU tensors: allocates the
+// host workspace). Collective: every rank of comm calls it.
+inline void ring_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                         const Tensor& lse, const Options& o, const RingOptions& ring,
+                         Communicator& comm) {
+  const fa_params p = make_params(q, k, v, out, lse, o);
+  const fa_ring r = make_ring(ring, comm.raw());
+  size_t bytes = 0;
+  check(fa_ring_forward_workspace_size(&p, &r, &bytes));
+  detail::require_host(p, "fa::ring_forward");
+  HostWorkspace ws(bytes);
+  detail::check_ring(fa_ring_forward(&p, &r, ws.data(), ws.size(), nullptr), comm);
+}
+
+// dq, dk, dv <- this rank's rows of the gradients, given dout and the ring forward's out, lse.
+inline void ring_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                          const Tensor& lse, const Tensor& dout, const Tensor& dq,
+                          const Tensor& dk, const Tensor& dv, const Options& o,
+                          const RingOptions& ring, Communicator& comm) {
+  fa_params p = make_params(q, k, v, out, lse, o);
+  p.dout = dout.raw;
+  p.dq = dq.raw;
+  p.dk = dk.raw;
+  p.dv = dv.raw;
+  const fa_ring r = make_ring(ring, comm.raw());
+  size_t bytes = 0;
+  check(fa_ring_backward_workspace_size(&p, &r, &bytes));
+  detail::require_host(p, "fa::ring_backward");
+  HostWorkspace ws(bytes);
+  detail::check_ring(fa_ring_backward(&p, &r, ws.data(), ws.size(), nullptr), comm);
+}
+
+}  // namespace fa
