@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "api/internal.h"
+#include "cuda/instantiations/head_dims.h"
 #include "support.h"
 
 #ifdef FA_TEST_CUDA
@@ -19,6 +20,46 @@
 #endif
 
 namespace fa::test {
+
+// The GPU grid (tests/test_gpu.cpp; fp16 cases also tests/test_gpu_sm75.cpp), covered so that every value of every axis appears: dtype x head_dim x
+// feature (none, causal, window, softcap, ALiBi, dropout 0.17), with GQA ratio, lengths, layout
+// and - for the backward - the deterministic mode rotating through their values.
+inline std::vector<Case> gpu_grid() {
+  const fa_dtype dtypes[] = {FA_DTYPE_FP16, FA_DTYPE_BF16};
+  const auto& dims = cuda::kSm80HeadDims;  // the generator's list (instantiations/head_dims.h)
+  const int64_t lens[][2] = {{1, 1},     {113, 203},   {128, 128},   {256, 512},
+                             {799, 3},   {1024, 1024}, {2048, 1000}};
+  std::vector<Case> cases;
+  uint64_t n = 0;
+  for (fa_dtype dt : dtypes)
+    for (int64_t d : dims)
+      for (int feature = 0; feature < 6; ++feature) {
+        Case c;
+        c.seed = ++n;
+        c.dtype = dt;
+        c.head_dim = d;
+        c.heads_kv = 2;
+        c.heads_q = (n % 2) ? 8 : 2;  // GQA 4 and 1
+        c.batch = 2;
+        const auto* len = lens[(n * 3) % 7];
+        c.seqlen_q = len[0];
+        c.seqlen_k = len[1];
+        c.strided = (n % 3) == 0;
+        c.pad = 8;  // the CUDA kernels move 16-byte chunks: row strides stay multiples of 8
+        if (feature == 1) c.causal = true;
+        if (feature == 2) { c.window_left = 100; c.window_right = 17; }
+        if (feature == 3) c.softcap = 30.f;
+        if (feature == 4) c.alibi = true;
+        if (feature == 5) c.dropout_p = 0.17f;
+        c.deterministic = (n % 5) == 2;
+        if (n % 4 == 0) {
+          c.lens_q = {int32_t(c.seqlen_q), 0, 77, 1};
+          c.lens_k = {int32_t(c.seqlen_k), 5, 0, 130};
+        }
+        cases.push_back(c);
+      }
+  return cases;
+}
 
 inline bool skip_without_gpu(std::string* why) {
 #ifndef FA_TEST_CUDA

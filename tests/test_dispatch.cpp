@@ -47,6 +47,21 @@ TEST(Dispatch, CpuBackendsMapToTheirFamilies) {
     }
 }
 
+// Tuning::sm75 (cuda-sm75 ahead of every tiled family, on any device >= 7.5) concerns CUDA
+// tensors only: CPU calls keep their families.
+TEST(Dispatch, Sm75KnobLeavesCpuCallsAlone) {
+  const Problem pr(small_case());
+  Tuning t;
+  t.sm75 = true;
+  for (const fa_backend backend : {FA_BACKEND_AUTO, FA_BACKEND_FLASH, FA_BACKEND_REFERENCE})
+    for (const Pass pass : {Pass::Forward, Pass::Backward}) {
+      const fa_params p = pr.params(backend, pass == Pass::Backward);
+      const char* name = nullptr;
+      ASSERT_EQ(internal::select_kernel(&p, pass, t, &name), FA_OK) << fa_last_error();
+      EXPECT_STREQ(name, backend == FA_BACKEND_REFERENCE ? "cpu-reference" : "cpu-flash");
+    }
+}
+
 TEST(Dispatch, SelectValidatesLikeTheCall) {
   const Problem pr(small_case());
   fa_params p = pr.params(FA_BACKEND_AUTO, true);

@@ -90,7 +90,7 @@ struct CudaRow {
 // forwards with Tuning::sm90_fwd on and for backwards with Tuning::sm90_bwd on (issue 28; off by
 // default until its first GPU run).
 bool sm90_applies(const Params&, Pass pass, const Context& ctx) {
-  if (ctx.device.major != 9) return false;
+  if (ctx.device.major != 9 || ctx.tuning.sm75) return false;
   return pass == Pass::Forward ? ctx.tuning.sm90_fwd : ctx.tuning.sm90_bwd;
 }
 // cuda-kvcache is in play for forwards with a KV cache's fields or num_splits > 1 (the other
@@ -99,9 +99,17 @@ bool kvcache_applies(const Params& p, Pass pass, const Context& ctx) {
   if (pass != Pass::Forward) return false;
   return p.uses_kv_cache() || (ctx.tuning.kvcache_all && p.dropout_p == 0.f);
 }
+// cuda-sm75 (Turing) is in play on sm75 devices, and on every device under Tuning::sm75, which
+// takes the other tiled families (cuda-sm90, cuda-sm80) out of play, so that its refusals are
+// the call's.
+bool sm75_applies(const Params&, Pass, const Context& ctx) {
+  return ctx.tuning.sm75 || (ctx.device.major == 7 && ctx.device.minor >= 5);
+}
+bool sm80_applies(const Params&, Pass, const Context& ctx) { return !ctx.tuning.sm75; }
 using KvCacheRow = CudaRow<CudaFamily::KvCache>;  // forward only
 using Sm90Row = CudaRow<CudaFamily::Sm90>;     // Hopper: forward, backward (Tuning::sm90_bwd)
 using Sm80Row = CudaRow<CudaFamily::Sm80>;     // FlashAttention-2: Ampere, Ada, Hopper
+using Sm75Row = CudaRow<CudaFamily::Sm75>;     // Turing, fp16, forward
 using VanillaRow = CudaRow<CudaFamily::Vanilla>;  // cuBLAS + softmax kernel, S / P in the workspace
 #endif
 
@@ -111,10 +119,12 @@ const Family kFamilies[] = {
 #ifdef FA_WITH_CUDA
     {"cuda-kvcache", FA_DEVICE_CUDA, kAuto | kFlash, KvCacheRow::check, KvCacheRow::workspace,
      KvCacheRow::workspace, KvCacheRow::run, false, kvcache_applies},
+    {"cuda-sm75", FA_DEVICE_CUDA, kAuto | kFlash, Sm75Row::check, Sm75Row::workspace,
+     Sm75Row::workspace, Sm75Row::run, false, sm75_applies},
     {"cuda-sm90", FA_DEVICE_CUDA, kAuto | kFlash, Sm90Row::check, Sm90Row::workspace,
      Sm90Row::workspace, Sm90Row::run, true, sm90_applies},
     {"cuda-sm80", FA_DEVICE_CUDA, kAuto | kFlash, Sm80Row::check, Sm80Row::workspace,
-     Sm80Row::workspace, Sm80Row::run},
+     Sm80Row::workspace, Sm80Row::run, false, sm80_applies},
     {"cuda-vanilla", FA_DEVICE_CUDA, kVanilla, VanillaRow::check, VanillaRow::workspace,
      VanillaRow::workspace, VanillaRow::run},
 #endif

@@ -37,10 +37,11 @@ enum class CudaFamily : int32_t {
   Sm80 = 1,     // FlashAttention-2: mma.sync + cp.async (Ampere, Ada, Hopper)
   Vanilla = 2,  // standard attention: cuBLAS + softmax kernel
   KvCache = 3,  // KV caches (dense, paged), split-KV, append + rotary: mma.sync + cp.async
+  Sm75 = 4,     // Turing: fp16 mma.sync.m16n8k8, ldmatrix, register-staged loads (forward)
 };
 
 // Bumped whenever the table or the meaning of an entry changes.
-constexpr uint32_t kCudaBackendAbi = 3;  // 3: Sm90 serves backwards (Tuning::sm90_bwd)
+constexpr uint32_t kCudaBackendAbi = 4;  // 4: the Sm75 family
 
 struct CudaBackend {
   // device_count never fails: 0 without a driver or a GPU.

@@ -143,6 +143,11 @@ struct Tuning {
   // H200 with the (since removed) warp-specialised kernel (078cbba), 0.88-0.94x at batch 1 x 4k,
   // even elsewhere.
   bool kvcache_pdl = FA_TUNING_KVCACHE_PDL != 0;
+  // The Turing family (cuda-sm75) takes the flash calls on any device of compute capability >=
+  // 7.5, ahead of the other flash families, and its refusals are then the call's (none runs in
+  // its place): how the GPU tests run Turing's instruction stream on a newer GPU, from a build
+  // with compute_75 PTX (FA_ARCHS 75-virtual). On sm75 devices the family is in play anyway.
+  bool sm75 = false;
 };
 
 // What a call's launchers need beyond its Params: the device's properties (queried once per

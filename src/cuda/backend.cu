@@ -3,13 +3,13 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "core/error.h"
 #include "cuda/bwd_sm80.h"
 #include "cuda/device_guard.h"
 #include "cuda/device_props.h"
 #include "cuda/fwd_sm80.h"
+#include "cuda/head_dim_dispatch.h"
 #include "fa_build_config.h"  // generated: FA_SM80_FWD_DIMS
 
 namespace fa::cuda {
@@ -18,26 +18,6 @@ namespace {
 // Head dims compiled into this build, ascending (FA_HEAD_DIMS, through the generated header):
 // the instantiation files and this dispatch prune together.
 constexpr int kBuiltHeadDims[] = {FA_SM80_FWD_DIMS};
-
-// Smallest head dim of `dims` (ascending) >= d; 0: none.
-template <size_t N>
-int smallest_fit(const int (&dims)[N], int64_t d) {
-  for (int k : dims)
-    if (d <= k) return k;
-  return 0;
-}
-
-// Calls run(std::integral_constant<int, D>) for the first D in Ds... (ascending) >= head_dim:
-// the instantiation that covers it.
-template <int D, int... Ds, typename Run>
-void with_head_dim(int64_t head_dim, const char* pass, Run&& run) {
-  if (head_dim <= D) return run(std::integral_constant<int, D>{});
-  if constexpr (sizeof...(Ds) > 0) {
-    with_head_dim<Ds...>(head_dim, pass, run);
-  } else {
-    fail(FA_ERROR_INTERNAL, "no sm80 ", pass, " instantiation for head_dim=", head_dim);
-  }
-}
 
 void check_view_alignment(const View& v, const char* name) {
   // cp.async moves 16-byte chunks: the base and every row must start on a 16-byte boundary.
@@ -50,7 +30,7 @@ void check_view_alignment(const View& v, const char* name) {
 
 template <typename Tag>
 void run_fwd_tag(const Params& p, cudaStream_t s) {  // the forward's choices need no Context
-  with_head_dim<FA_SM80_FWD_DIMS>(p.head_dim, "forward", [&](auto d) {
+  with_head_dim<FA_SM80_FWD_DIMS>(p.head_dim, "sm80", "forward", [&](auto d) {
     sm80::run_fwd<decltype(d)::value, Tag>(p, s);
   });
 }
@@ -61,7 +41,7 @@ int bwd_kernel_head_dim(int64_t d) { return smallest_fit(kBuiltBwdHeadDims, d); 
 
 template <typename Tag>
 void run_bwd_tag(const Params& p, const Context& ctx, void* ws, cudaStream_t s) {
-  with_head_dim<FA_SM80_BWD_DIMS>(p.head_dim, "backward", [&](auto d) {
+  with_head_dim<FA_SM80_BWD_DIMS>(p.head_dim, "sm80", "backward", [&](auto d) {
     sm80::run_bwd<decltype(d)::value, Tag>(p, ctx, ws, s);
   });
 }
@@ -72,13 +52,21 @@ void run_bwd_tag(const Params& p, const Context& ctx, void* ws, cudaStream_t s) 
 int kernel_head_dim(int64_t head_dim) { return smallest_fit(kBuiltHeadDims, head_dim); }
 
 void check_forward(const Params& p, const Context& ctx) {
-  if (p.backend == FA_BACKEND_REFERENCE)
-    fail(FA_ERROR_BACKEND, "backend=FA_BACKEND_REFERENCE runs on the CPU only; q is on CUDA device ",
-         p.device.index);
+  check_cuda_backend(p);
   const DeviceProps& dev = ctx.device;
   if (dev.major < 8)
     fail(FA_ERROR_BACKEND, "CUDA device ", p.device.index, " has compute capability ", dev.major,
          ".", dev.minor, "; the CUDA kernels of this build need >= 8.0");
+  check_forward_args(p);
+}
+
+void check_cuda_backend(const Params& p) {
+  if (p.backend == FA_BACKEND_REFERENCE)
+    fail(FA_ERROR_BACKEND, "backend=FA_BACKEND_REFERENCE runs on the CPU only; q is on CUDA device ",
+         p.device.index);
+}
+
+void check_forward_args(const Params& p) {
   if (p.dtype == DType::F32)
     fail(FA_ERROR_UNSUPPORTED, "q.dtype=fp32 on CUDA: the GPU kernels take fp16 or bf16");
   // fp8 e4m3 (fa_params 0.5): validation refuses it for CUDA tensors until a family takes it;

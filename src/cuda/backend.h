@@ -22,6 +22,10 @@ void copy_to_host_sync(void* dst, const void* src, size_t bytes, int device, voi
 // Throws ApiError when no kernel of this build can run the forward (arch, dtype, head_dim,
 // alignment, unsupported feature). ctx: the device's properties and the knobs (core/tuning.h).
 void check_forward(const Params& p, const Context& ctx);
+// check_forward's parts that hold for every tiled family whatever the device: backend=REFERENCE
+// refused (check_cuda_backend); dtype, head_dim, sizes and 16-byte alignment (check_forward_args).
+void check_cuda_backend(const Params& p);
+void check_forward_args(const Params& p);
 void forward(const Params& p, const Context& ctx, void* stream);
 
 // The built head dim whose kernels serve head_dim (the smallest of FA_HEAD_DIMS >= head_dim);

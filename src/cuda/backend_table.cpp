@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "cuda/backend.h"
 #include "cuda/bwd_sm90.h"
+#include "cuda/fwd_sm75.h"
 #include "cuda/fwd_sm90.h"
 #include "cuda/head_dim_pad.h"
 #include "cuda/kvcache.h"
@@ -48,6 +49,7 @@ const char* family_name(CudaFamily f) {
     case CudaFamily::KvCache: return "cuda-kvcache";
     case CudaFamily::Sm90: return "cuda-sm90";
     case CudaFamily::Sm80: return "cuda-sm80";
+    case CudaFamily::Sm75: return "cuda-sm75";
     case CudaFamily::Vanilla: return "cuda-vanilla";
   }
   return "cuda-?";
@@ -106,6 +108,9 @@ void check_family(CudaFamily f, const Params& p, bool backward, const Context& c
     case CudaFamily::Sm80:
       // FA_ERROR_BACKEND for a backward in a build without backward kernels
       return backward ? check_backward(p, ctx) : check_forward(p, ctx);
+    case CudaFamily::Sm75:
+      if (backward) fail(FA_ERROR_UNSUPPORTED, "cuda-sm75: forward only (no Turing backward yet)");
+      return check_sm75_forward(p, ctx);
     case CudaFamily::Vanilla: return vanilla::check(p, ctx);
   }
   fail(FA_ERROR_INTERNAL, "unknown CUDA family ", int(f));
@@ -120,6 +125,7 @@ size_t workspace_family(CudaFamily f, const Params& p, bool backward, const Cont
 #endif
       return backward ? 0 : sm90_forward_workspace(p, ctx);
     case CudaFamily::Sm80: return backward ? backward_workspace(p, ctx) : 0;
+    case CudaFamily::Sm75: return 0;  // forward only, no workspace
     case CudaFamily::Vanilla:
       return backward ? vanilla::backward_workspace(p) : vanilla::forward_workspace(p);
   }
@@ -141,6 +147,9 @@ void run_family(CudaFamily f, const Params& p, bool backward, const Context& ctx
       return sm90_forward(p, ctx, ws, bytes, stream);
     case CudaFamily::Sm80:
       return backward ? cuda::backward(p, ctx, ws, bytes, stream) : forward(p, ctx, stream);
+    case CudaFamily::Sm75:
+      if (backward) fail(FA_ERROR_UNSUPPORTED, "cuda-sm75: forward only");  // (check refuses first)
+      return sm75_forward(p, ctx, stream);
     case CudaFamily::Vanilla:
       return backward ? vanilla::backward(p, ws, bytes, stream)
                       : vanilla::forward(p, ws, bytes, stream);
@@ -151,7 +160,8 @@ void run_family(CudaFamily f, const Params& p, bool backward, const Context& ctx
 // The flash families take head dims that are multiples of 8; others run on zero-padded copies in
 // the workspace (cuda/head_dim_pad.h). Vanilla takes every head dim, the KV-cache family refuses.
 bool pads(CudaFamily f, const Params& p) {
-  return (f == CudaFamily::Sm80 || f == CudaFamily::Sm90) && needs_head_dim_padding(p);
+  return (f == CudaFamily::Sm80 || f == CudaFamily::Sm90 || f == CudaFamily::Sm75) &&
+         needs_head_dim_padding(p);
 }
 // Where the padded copies would be, for checks and workspace sizes (never dereferenced).
 char* const kPlaceholder = reinterpret_cast<char*>(uintptr_t(256));

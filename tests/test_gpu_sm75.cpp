@@ -1,0 +1,170 @@
+// The Turing family (cuda-sm75, src/cuda/kernels/sm75/) on whatever GPU runs the suite: forced
+// through Tuning::sm75, which on a newer GPU runs Turing's instruction stream (m16n8k8,
+// ldmatrix, register-staged loads) from a build whose FA_ARCHS has 75-virtual (compute_75 PTX,
+// compiled by the driver; scripts/gpu-sm75.sh). Every case must be taken by cuda-sm75 (asserted
+// through the registry) and match the fp64 reference by FlashAttention's rule, outputs poisoned:
+// the fp16 cases of the GPU grid (tests/test_gpu.cpp: every head dim, causal, window, softcap,
+// ALiBi, dropout, GQA / MQA, packed batches with empty sequences), a head dim that is not a
+// multiple of 8 (padded copies), negative scales and one-sided windows. bf16 is refused by name.
+// Skipped without a GPU, or in a build without sm75 code (FA_ARCHS has no 75 entry).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gpu_support.h"
+
+namespace fa::test {
+namespace {
+
+Tuning sm75_on() {
+  Tuning t;
+  t.sm75 = true;
+  return t;
+}
+
+std::vector<Case> sm75_grid() {
+  std::vector<Case> cases;
+  for (const Case& c : gpu_grid())
+    if (c.dtype == FA_DTYPE_FP16) cases.push_back(c);
+  // Beyond the grid: padded head dims (40 on the d 64 kernel, 200 on d 224), a negative scale,
+  // a left-only window, causal with a window and ALiBi with softcap, MQA.
+  int n = 0;
+  for (const int64_t d : {40, 200, 128, 64})
+    for (int feature = 0; feature < 4; ++feature) {
+      Case c;
+      c.seed = uint64_t(7500 + n++);
+      c.dtype = FA_DTYPE_FP16;
+      c.head_dim = d;
+      c.batch = 2;
+      c.heads_q = 4;
+      c.heads_kv = feature == 3 ? 1 : 2;
+      c.seqlen_q = feature % 2 ? 113 : 300;
+      c.seqlen_k = feature % 2 ? 203 : 77;
+      c.pad = 8;
+      if (feature == 0) c.softmax_scale = -0.11f;
+      if (feature == 1) c.window_left = 50;
+      if (feature == 2) { c.causal = true; c.window_left = 64; }
+      if (feature == 3) { c.alibi = true; c.softcap = 5.f; }
+      cases.push_back(c);
+    }
+  return cases;
+}
+
+#ifdef FA_TEST_CUDA
+// True, with the reason, where this build has no sm75 code (the family's own refusal of a plain
+// fp16 call says so); any other refusal is a failure: false with *why set.
+bool skip_without_sm75_code(std::string* why) {
+  Case c;
+  c.dtype = FA_DTYPE_FP16;
+  c.head_dim = 64;
+  c.pad = 8;
+  Problem pr(c);
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  const std::string f = family_of(dev.p, Pass::Forward, sm75_on());
+  if (f == "cuda-sm75") return false;
+  *why = "cuda-sm75 refused a plain fp16 call: " + f;
+  return f.find("no sm75 code") != std::string::npos;
+}
+#endif
+
+class GpuSm75 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuSm75, ForwardMatchesReference) {
+  std::string why;
+  if (skip_without_gpu(&why) || skip_head_dim_not_built(GetParam().head_dim, &why))
+    GTEST_SKIP() << why;
+#ifdef FA_TEST_CUDA
+  if (skip_without_sm75_code(&why)) GTEST_SKIP() << why;
+  ASSERT_TRUE(why.empty()) << why;
+  Problem pr(GetParam());
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  const Tuning t = sm75_on();
+  ASSERT_EQ(family_of(dev.p, Pass::Forward, t), "cuda-sm75");
+  run_pass(dev.p, false, &t);
+  if (HasFatalFailure()) return;
+  expect_device_results(pr, dev, false);
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, GpuSm75, ::testing::ValuesIn(sm75_grid()), CaseTestName());
+
+// bf16 (and fp32) are refused by the family, by name and dtype, and with Tuning::sm75 no other
+// family runs the call in its place; out keeps its poison. The backward is refused by name too.
+TEST(GpuSm75Refusals, NonFp16AndBackwardAreRefusedByName) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+#ifdef FA_TEST_CUDA
+  if (skip_without_sm75_code(&why)) GTEST_SKIP() << why;
+  ASSERT_TRUE(why.empty()) << why;
+  const Tuning t = sm75_on();
+  for (const fa_dtype dt : {FA_DTYPE_BF16, FA_DTYPE_FP32}) {
+    Case c;
+    c.dtype = dt;
+    c.head_dim = 64;
+    c.seqlen_q = 40;
+    c.seqlen_k = 56;
+    c.pad = 8;
+    Problem pr(c);
+    DeviceProblem dev(pr, FA_BACKEND_AUTO);
+    const std::string f = family_of(dev.p, Pass::Forward, t);
+    EXPECT_NE(f.find("cuda-sm75"), std::string::npos) << f;
+    EXPECT_NE(f.find(dt == FA_DTYPE_BF16 ? "bf16" : "fp32"), std::string::npos) << f;
+    size_t bytes = 0;
+    EXPECT_EQ(internal::workspace_size(&dev.p, Pass::Forward, t, &bytes), FA_ERROR_UNSUPPORTED);
+    EXPECT_EQ(internal::run(&dev.p, Pass::Forward, t, nullptr, 0, nullptr), FA_ERROR_UNSUPPORTED);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<unsigned char> out = dev.out.bytes(pr.out);
+    size_t poisoned = 0;
+    for (unsigned char x : out) poisoned += x == 0xFF;
+    EXPECT_EQ(poisoned, out.size()) << "a refused call wrote out";
+  }
+  Case c;
+  c.dtype = FA_DTYPE_FP16;
+  c.head_dim = 64;
+  c.pad = 8;
+  Problem pr(c);
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  const std::string f = family_of(dev.p, Pass::Backward, t);
+  EXPECT_NE(f.find("cuda-sm75: forward only"), std::string::npos) << f;
+#endif
+}
+
+// The LSE-less call (lse.data = NULL) gives the same out bytes and writes no LSE.
+TEST(GpuSm75Lse, NullLseGivesTheSameOut) {
+  std::string why;
+  if (skip_without_gpu(&why) || skip_head_dim_not_built(128, &why)) GTEST_SKIP() << why;
+#ifdef FA_TEST_CUDA
+  if (skip_without_sm75_code(&why)) GTEST_SKIP() << why;
+  ASSERT_TRUE(why.empty()) << why;
+  Case c;
+  c.dtype = FA_DTYPE_FP16;
+  c.batch = 3;
+  c.heads_q = 4;
+  c.heads_kv = 2;
+  c.head_dim = 128;
+  c.seqlen_q = 131;
+  c.seqlen_k = 203;
+  c.causal = true;
+  c.lens_q = {131, 0, 57};
+  c.lens_k = {203, 9, 0};
+  c.pad = 8;
+  c.seed = 7575;
+  Problem pr(c);
+  DeviceProblem with(pr, FA_BACKEND_AUTO), without(pr, FA_BACKEND_AUTO);
+  without.p.lse.data = nullptr;
+  const Tuning t = sm75_on();
+  run_pass(with.p, false, &t);
+  run_pass(without.p, false, &t);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(with.out.bytes(pr.out), without.out.bytes(pr.out));
+  const std::vector<unsigned char> lse = without.lse.bytes(pr.lse);
+  size_t poisoned = 0;
+  for (unsigned char x : lse) poisoned += x == 0xFF;
+  EXPECT_EQ(poisoned, lse.size()) << "the LSE tensor not passed was written";
+  expect_device_results(pr, with, false);
+#endif
+}
+
+}  // namespace
+}  // namespace fa::test

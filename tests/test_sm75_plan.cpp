@@ -1,0 +1,95 @@
+// The Turing family's host-side choices (src/cuda/kernels/sm75/fwd_traits.h, fwd_sm75.cpp),
+// without a GPU: every instantiated head dim's tiles fit Turing's 64 KB a block, two blocks share
+// an SM where shared memory allows, whole dropout blocks a key tile; and, in CUDA builds, the
+// family's refusals (dtype, compute capability, a build without sm75 code) name the family and
+// the reason, on device properties set by hand.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "api/validate.h"
+#include "core/error.h"
+#include "cuda/instantiations/head_dims.h"
+#include "cuda/kernels/sm75/fwd_traits.h"
+#include "support.h"
+
+#ifdef FA_TEST_CUDA
+#include "cuda/fwd_sm75.h"
+#endif
+
+namespace fa::test {
+namespace {
+
+template <class T>
+void expect_plan_fits() {
+  SCOPED_TRACE("d" + std::to_string(T::kHeadDim) + (T::kDropout ? " dropout" : ""));
+  EXPECT_LE(T::kSmemBytes, 64 * 1024);
+  EXPECT_EQ(T::kSmemBytes, 2 * (T::kBlockM + 2 * T::kBlockN) * 64 * ((T::kHeadDim + 63) / 64));
+  EXPECT_EQ(T::kMinBlocksPerSm, 2 * T::kSmemBytes <= 64 * 1024 ? 2 : 1);
+  EXPECT_EQ(T::kBlockN % 32, 0);  // apply_dropout's 32-key Philox blocks
+  EXPECT_EQ(T::kBlockM, 16 * T::kMTiles * T::kWarps);
+  // Two blocks of 128 threads at up to 255 registers fill, not exceed, the SM's 64 K.
+  EXPECT_LE(T::kMinBlocksPerSm * T::kThreads * 256, 64 * 1024);
+}
+
+TEST(Sm75Plan, EveryHeadDimFitsTuringSharedMemory) {
+#define FA_SM75_PLAN(D)                                \
+  expect_plan_fits<cuda::sm75::FwdTraits<D, false>>(); \
+  expect_plan_fits<cuda::sm75::FwdTraits<D, true>>();
+  FA_SM80_HEAD_DIMS(FA_SM75_PLAN)
+#undef FA_SM75_PLAN
+  // Up to d 128 two blocks share an SM (8 warps); d 256 takes the whole 64 KB.
+  EXPECT_EQ((cuda::sm75::FwdTraits<128, false>::kMinBlocksPerSm), 2);
+  EXPECT_EQ((cuda::sm75::FwdTraits<64, false>::kMinBlocksPerSm), 2);
+  EXPECT_EQ((cuda::sm75::FwdTraits<256, false>::kSmemBytes), 64 * 1024);
+}
+
+#ifdef FA_TEST_CUDA
+// The message and status of check_sm75_forward on a validated call of dtype dt, on a device of
+// compute capability major.minor; "" and FA_OK when the family takes it.
+std::pair<fa_status, std::string> sm75_check(fa_dtype dt, int major, int minor) {
+  Case c;
+  c.dtype = dt;
+  c.head_dim = 64;
+  c.seqlen_q = 5;
+  c.seqlen_k = 7;
+  c.pad = 8;
+  const Problem pr(c);
+  const fa_params raw = pr.params(FA_BACKEND_AUTO, false);
+  const Params p = validate_forward(&raw);
+  Context ctx;
+  ctx.device.major = major;
+  ctx.device.minor = minor;
+  ctx.tuning.sm75 = true;
+  try {
+    cuda::check_sm75_forward(p, ctx);
+    return {FA_OK, ""};
+  } catch (const ApiError& e) {
+    return {e.status(), e.what()};
+  }
+}
+
+TEST(Sm75Plan, RefusalsNameTheFamilyAndTheReason) {
+  const auto [bf16, bf16_why] = sm75_check(FA_DTYPE_BF16, 7, 5);
+  EXPECT_EQ(bf16, FA_ERROR_UNSUPPORTED);
+  EXPECT_NE(bf16_why.find("cuda-sm75"), std::string::npos) << bf16_why;
+  EXPECT_NE(bf16_why.find("q.dtype=bf16"), std::string::npos) << bf16_why;
+  const auto [fp32, fp32_why] = sm75_check(FA_DTYPE_FP32, 9, 0);
+  EXPECT_EQ(fp32, FA_ERROR_UNSUPPORTED);
+  EXPECT_NE(fp32_why.find("q.dtype=fp32"), std::string::npos) << fp32_why;
+  const auto [volta, volta_why] = sm75_check(FA_DTYPE_FP16, 7, 0);
+  EXPECT_EQ(volta, FA_ERROR_BACKEND);
+  EXPECT_NE(volta_why.find("compute capability 7.0"), std::string::npos) << volta_why;
+  // fp16 on Turing and (forced) on Hopper: taken where the build has sm75 code, else refused
+  // by name.
+  for (const int major : {7, 9}) {
+    const auto [st, why] = sm75_check(FA_DTYPE_FP16, major, major == 7 ? 5 : 0);
+    if (st == FA_OK) continue;
+    EXPECT_EQ(st, FA_ERROR_BACKEND);
+    EXPECT_NE(why.find("no sm75 code"), std::string::npos) << why;
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace fa::test
