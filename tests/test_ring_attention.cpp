@@ -198,34 +198,25 @@ std::vector<RingCase> grid() {
           c.strided = n % 4 == 1;  // not used by the shards; the global problem's layout only
           cases.push_back(rc);
         }
-  // One rank (no communication), fp16, softcap and a given scale, a longer sequence.
-  RingCase one;
-  one.ranks = 1;
-  one.c.seqlen_q = one.c.seqlen_k = 29;
-  one.c.causal = true;
-  one.c.heads_q = 2;
-  cases.push_back(one);
-  RingCase half;
-  half.ranks = 3;
-  half.c.dtype = FA_DTYPE_FP16;
-  half.c.seqlen_q = half.c.seqlen_k = 77;
-  half.c.heads_q = 4;
-  half.c.heads_kv = 1;
-  half.c.head_dim = 32;
-  half.c.causal = true;
-  half.c.softcap = 3.f;
-  half.c.softmax_scale = 0.3f;
-  cases.push_back(half);
-  RingCase longer;
-  longer.ranks = 4;
-  longer.c.dtype = FA_DTYPE_BF16;
-  longer.c.seqlen_q = longer.c.seqlen_k = 389;
-  longer.c.heads_q = 4;
-  longer.c.heads_kv = 2;
-  longer.c.head_dim = 64;
-  longer.c.causal = true;
-  longer.c.seed = 99;
-  cases.push_back(longer);
+  // One rank (no communication); fp16 with softcap and a given scale; a longer sequence.
+  auto extra = [&](int32_t ranks, fa_dtype dt, int64_t L, int64_t hq, int64_t hk, int64_t d) {
+    RingCase rc;
+    rc.ranks = ranks;
+    rc.c.dtype = dt;
+    rc.c.seqlen_q = rc.c.seqlen_k = L;
+    rc.c.heads_q = hq;
+    rc.c.heads_kv = hk;
+    rc.c.head_dim = d;
+    rc.c.causal = true;
+    rc.c.seed = ++n;
+    cases.push_back(rc);
+    return &cases.back().c;
+  };
+  extra(1, FA_DTYPE_FP32, 29, 2, 1, 8);
+  Case* half = extra(3, FA_DTYPE_FP16, 77, 4, 1, 32);
+  half->softcap = 3.f;
+  half->softmax_scale = 0.3f;
+  extra(4, FA_DTYPE_BF16, 389, 4, 2, 64);
   return cases;
 }
 
