@@ -17,11 +17,16 @@
 #                                        the same decode cells timed with each, one run after
 #                                        the other (cuDNN in both runs as the anchor); default
 #                                        cells: batch 1, 32/8, one query, cache 4k / 16k / 128k.
+#   scripts/gpu-decode.sh variant OUTDIR "CMAKE ARGS" [decode_bench.py args...]
+#                                        the same A/B of this tree as it ships against this tree
+#                                        built with CMAKE ARGS (a knob of core/tuning.h, e.g.
+#                                        "-DFA_TUNING_KVCACHE_FUSED_MERGE=1"); the variant's
+#                                        records are named variant-*.
 # Environment: FA_GTEST_SOURCE_DIR (default .deps/googletest: carry it), FA_COMMIT (recorded).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-mode=${1:?usage: scripts/gpu-decode.sh test|bench|ab OUTDIR [HEADS|BASE]}
-out=${2:?usage: scripts/gpu-decode.sh test|bench|ab OUTDIR [HEADS|BASE]}
+mode=${1:?usage: scripts/gpu-decode.sh test|bench|ab|variant OUTDIR [HEADS|BASE|CMAKE ARGS]}
+out=${2:?usage: scripts/gpu-decode.sh test|bench|ab|variant OUTDIR [HEADS|BASE|CMAKE ARGS]}
 mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH
 jobs=$(nproc)
@@ -70,7 +75,7 @@ case $mode in
       echo "$2: rc=$? $(count "$out/$2.log") $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$2.log" | tail -1)" \
         > "$out/$2.rc"
     }
-    san memcheck memcheck 'GpuKvHostile*:Grid/GpuKvUpdate.CacheBytes*:*GpuKvFamily.PlainCalls*_d64*' &
+    san memcheck memcheck 'GpuKvHostile*:Grid/GpuKvUpdate.CacheBytes*:Grid/GpuKvUpdate.FusedMerge*:*GpuKvFamily.PlainCalls*_d64*' &
     san racecheck racecheck 'Grid/GpuKvUpdate*:Grid/GpuKvFamily.PlainCalls*_d64*' &
     san synccheck synccheck 'Grid/GpuKvUpdate*' &
     wait
@@ -105,24 +110,35 @@ case $mode in
     tail -5 "$out/decode-$tag.log"
     cat "$out/decode-$tag.txt"
     ;;
-  ab)
-    base=${3:?usage: scripts/gpu-decode.sh ab OUTDIR BASE [args]}
+  ab|variant)
+    other=${3:?usage: scripts/gpu-decode.sh ab OUTDIR BASE [args] | variant OUTDIR "CMAKE ARGS" [args]}
     shift 3
     args=("$@")
     [ ${#args[@]} -eq 0 ] && args=(--heads 32/8 --batches 1 --caches 4096,16384,131072 --sq 1
                                   --pages 0 --backends flashattn,torch-cudnn --rounds 2)
-    lib_build() {  # source dir, build dir, log name
+    lib_build() {  # source dir, build dir, log name, extra CMake arguments (one word list)
+      # shellcheck disable=SC2086
       cmake -S "$1" -B "$2" -DCMAKE_BUILD_TYPE=Release -DFA_ARCHS=90a -DFA_HEAD_DIMS=128 \
-        -DFA_BUILD_TESTS=OFF -DFA_BUILD_TOOLS=OFF > "$out/$3.log" 2>&1 &&
+        -DFA_BUILD_TESTS=OFF -DFA_BUILD_TOOLS=OFF $4 > "$out/$3.log" 2>&1 &&
         cmake --build "$2" -j "$(( jobs / 2 ))" --target flashattn >> "$out/$3.log" 2>&1
       echo "build $3: rc=$?"
     }
     t0=$(date +%s)
-    lib_build . build-ab-new new & lib_build "$base" "$base/build-ab" base & wait
+    if [ "$mode" = ab ]; then
+      a_lib=$(mkdir -p "$other" && cd "$other" && pwd)/build-ab/libflashattn.so
+      b_lib=$PWD/build-ab-new/libflashattn.so
+      names=(base new)
+      lib_build . build-ab-new new "" & lib_build "$other" "$other/build-ab" base "" & wait
+    else
+      a_lib=$PWD/build-ab-new/libflashattn.so
+      b_lib=$PWD/build-ab-variant/libflashattn.so
+      names=(new variant)
+      lib_build . build-ab-new new "" & lib_build . build-ab-variant variant "$other" & wait
+    fi
     echo "builds: $(( $(date +%s) - t0 ))s"
-    for v in base new; do
-      l=$PWD/build-ab-new/libflashattn.so
-      [ $v = base ] && l=$(cd "$base" && pwd)/build-ab/libflashattn.so
+    for v in "${names[@]}"; do
+      l=$b_lib
+      [ "$v" = "${names[0]}" ] && l=$a_lib
       FA_LIBRARY=$l python3 bench/decode_bench.py "${args[@]}" --json "$out/ab-$v.json" \
         --commit "$v" > "$out/ab-$v.txt" 2> "$out/ab-$v.log"
       echo "$v: rc=$?"

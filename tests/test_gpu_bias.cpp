@@ -26,13 +26,14 @@ Tuning bias_on() {
   return t;
 }
 
-// The CPU grid with 16-bit inputs (the CUDA kernels') and no dbias (no CUDA backward reads the
-// bias yet).
+// The CPU grid with 16-bit inputs (the CUDA kernels'), CUDA-aligned row padding and no dbias (no
+// CUDA backward reads the bias yet).
 std::vector<Case> gpu_grid() {
   std::vector<Case> cases = bias::grid();
   for (Case& c : cases) {
     if (c.dtype == FA_DTYPE_FP32) c.dtype = c.seed % 2 ? FA_DTYPE_BF16 : FA_DTYPE_FP16;
     c.dbias = false;
+    c.pad = 8;  // row strides stay multiples of 8 (the CUDA kernels move 16-byte chunks)
   }
   return cases;
 }

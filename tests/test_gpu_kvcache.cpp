@@ -86,11 +86,20 @@ std::vector<Case> plain_cases() {
 
 class GpuKvFamily : public ::testing::TestWithParam<Case> {};
 
-// One case, split three ways.
+// One case, split three ways; the split calls also with their parts merged in the attention
+// kernel (Tuning::kvcache_fused_merge).
 void check_plain_calls(const Case& c) {
-  const Tuning t = kvcache_everywhere();
-  for (const int splits : {1, 3, 128}) {
-    SCOPED_TRACE(::testing::Message() << "num_splits " << splits);
+  struct Way {
+    int splits;
+    bool fused_merge;
+  };
+  for (const Way way : {Way{1, false}, Way{3, false}, Way{128, false}, Way{3, true},
+                        Way{128, true}}) {
+    Tuning t = kvcache_everywhere();
+    t.kvcache_fused_merge = way.fused_merge;
+    const int splits = way.splits;
+    SCOPED_TRACE(::testing::Message() << "num_splits " << splits
+                                      << (way.fused_merge ? " fused merge" : ""));
     Problem pr(c);
     DeviceProblem dev(pr, FA_BACKEND_AUTO), no_lse(pr, FA_BACKEND_AUTO);
     dev.p.num_splits = splits;

@@ -560,7 +560,8 @@ void run_call_gpu(KvProblem& pr, const Tuning& tuning) {
 
 void check_case_gpu(KvCase c, const Tuning& tuning) {
   if (c.dtype == FA_DTYPE_FP32) c.dtype = FA_DTYPE_BF16;  // the CUDA kernels take 16-bit inputs
-  SCOPED_TRACE(c.name() + " cuda" + (tuning.kvcache_pdl ? " pdl" : ""));
+  SCOPED_TRACE(c.name() + " cuda" + (tuning.kvcache_pdl ? " pdl" : "") +
+               (tuning.kvcache_fused_merge ? " fused merge" : ""));
   KvProblem pr(c);
   HostTensor k_want = copy_of(pr.k_cache), v_want = copy_of(pr.v_cache);
   expected_caches(pr, k_want, v_want);
@@ -623,7 +624,9 @@ std::vector<KvCase> gpu_grid() {
 class GpuKvUpdate : public ::testing::TestWithParam<KvCase> {};
 
 // As the library ships; then with the kernels as programmatic dependent launches (sm90; off by
-// default: Tuning::kvcache_pdl), a test of its own so that a sanitizer run can take either alone.
+// default: Tuning::kvcache_pdl), and with the split parts merged in the attention kernel (off by
+// default: Tuning::kvcache_fused_merge; the workspace poisoned, its counters 0xFFFFFFFF until the
+// call's memset), each a test of its own so that a sanitizer run can take any alone.
 TEST_P(GpuKvUpdate, CacheBytesAndAccuracyRule) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
@@ -635,6 +638,14 @@ TEST_P(GpuKvUpdate, DependentLaunchesCacheBytesAndAccuracyRule) {
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
   Tuning t;
   t.kvcache_pdl = true;
+  check_case_gpu(GetParam(), t);
+}
+
+TEST_P(GpuKvUpdate, FusedMergeCacheBytesAndAccuracyRule) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+  Tuning t;
+  t.kvcache_fused_merge = true;
   check_case_gpu(GetParam(), t);
 }
 

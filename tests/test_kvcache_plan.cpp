@@ -83,12 +83,14 @@ TEST(KvCachePlan, HeuristicIsTheSmallestWithinThreePercent) {
 }
 
 TEST(KvCachePlan, WorkspaceLayout) {
-  const WorkspaceLayout none = workspace_layout(8, 32, 128, false, 1);
+  const WorkspaceLayout none = workspace_layout(8, 32, 128, false, 1, 16);
   EXPECT_EQ(none.bytes(), 0u);
-  const WorkspaceLayout w = workspace_layout(3, 32, 128, true, 5);
+  const WorkspaceLayout w = workspace_layout(3, 32, 128, true, 5, 70);
   EXPECT_EQ(w.rotated_q, workspace_align(3 * 32 * 128 * 2));
   EXPECT_EQ(w.part_o, workspace_align(5 * 3 * 32 * 128 * 4));
   EXPECT_EQ(w.part_lse, workspace_align(5 * 3 * 32 * 4));
+  EXPECT_EQ(w.counters, workspace_align(70 * 4));  // a counter per block of a part
+  EXPECT_EQ(w.bytes(), w.rotated_q + w.part_o + w.part_lse + w.counters);
   EXPECT_EQ(w.bytes() % kWorkspaceAlign, 0u);
 }
 

@@ -74,6 +74,9 @@
 #ifndef FA_TUNING_KVCACHE_PDL
 #define FA_TUNING_KVCACHE_PDL 0
 #endif
+#ifndef FA_TUNING_KVCACHE_FUSED_MERGE
+#define FA_TUNING_KVCACHE_FUSED_MERGE 0
+#endif
 #ifndef FA_TUNING_SM90_FWD_PERSISTENT
 #define FA_TUNING_SM90_FWD_PERSISTENT 1
 #endif
@@ -143,6 +146,11 @@ struct Tuning {
   // H200 with the (since removed) warp-specialised kernel (078cbba), 0.88-0.94x at batch 1 x 4k,
   // even elsewhere.
   bool kvcache_pdl = FA_TUNING_KVCACHE_PDL != 0;
+  // cuda-kvcache's split calls merge their parts inside the attention kernel: each part counts
+  // itself in on a counter of its block's rows (zeroed by a memset ahead of the kernel), and the
+  // last to finish merges the partials, in place of the combine kernel's launch (one kernel and a
+  // memset a step instead of two kernels). Off until measured against the combine kernel.
+  bool kvcache_fused_merge = FA_TUNING_KVCACHE_FUSED_MERGE != 0;
   // The Turing family (cuda-sm75) takes the flash calls on any device of compute capability >=
   // 7.5, ahead of the other flash families, and its refusals are then the call's (none runs in
   // its place): how the GPU tests run Turing's instruction stream on a newer GPU, from a build

@@ -28,6 +28,9 @@ struct KvArgs {
   int64_t part_rows;  // rows of the partials: total_q * heads_q
   float* part_o;      // (splits, part_rows, head_dim), normalised
   float* part_lse;    // (splits, part_rows)
+  // A counter per block of a part ((batch, kv head, row tile), zeroed ahead of the kernel), when
+  // the attention kernel's last part merges the partials itself; nullptr: kv_combine_kernel does.
+  int32_t* counters;
 };
 
 // The query token of row qi of sequence sq (the partials' and the combine's row numbering).

@@ -23,7 +23,8 @@ Plan plan_of(const Params& p, const Context& ctx) {
                    sm80_shape(kernel_head_dim(p.head_dim)), ctx.device.sms, ctx.device.smem_optin);
 }
 WorkspaceLayout layout_of(const Params& p, const Plan& plan) {
-  return workspace_layout(p.total_q, p.heads_q, p.head_dim, p.rotary.dim > 0, plan.splits);
+  return workspace_layout(p.total_q, p.heads_q, p.head_dim, p.rotary.dim > 0, plan.splits,
+                          plan.blocks);
 }
 }  // namespace kvcache
 

@@ -16,7 +16,8 @@
 // so a page of any size, down to one row, costs the same as a dense row.
 //
 // Split calls write each part's normalised O (fp32) and LSE into the workspace; kv_combine_kernel
-// merges them per row with core/combine.h's rule. kv_prepare_kernel runs first when the call
+// merges them per row with core/combine.h's rule, or the last part of a block's rows to finish
+// does (Tuning::kvcache_fused_merge: merge_if_last). kv_prepare_kernel runs first when the call
 // appends k_new / v_new (rotary applied to the keys) or rotates q (into the workspace).
 #pragma once
 
@@ -69,6 +70,128 @@ struct KvTraits {
   static_assert(4 * merge_floats<kHeadDim, kWarps>() <= 2 * kWarps * kWarpElems,
                 "the merge fits over the rings");
 };
+
+// The split parts merged per row (core/combine.h's rule): one warp a row of out. Its lanes read
+// the parts' LSEs side by side (lane j those of parts j, j + 32, ...) and reduce the merged LSE
+// by shuffles; then each lane sums its columns (a float4 of each part) over the parts,
+// kCombineBatch loads in flight, each part's weight taken from the lane that holds it. (Parts
+// read one after another, each a branch on its LSE before its O, waited out about three L2 round
+// trips a part: at 49 parts, some 25 us of a decode step.) Plain loads also when the attention
+// kernel merges, while other SMs' blocks wrote the partials in the same kernel: no block of this
+// SM has read those lines before (a row's partials are read once, by its last part), so its L1
+// holds none of them stale. (ld.global.cg through inline assembly would serialise the batch.)
+constexpr int kCombineWarps = 4;
+constexpr int kCombineCols = 4;                  // columns a lane a pass: one float4 of each part
+constexpr int kCombineSlots = kMaxSplits / 32;   // parts a lane holds the LSE and weight of
+constexpr int kCombineBatch = 8;                 // parts whose float4 a lane loads before summing
+static_assert(kMaxSplits % 32 == 0 && 32 % kCombineBatch == 0, "whole slots and batches");
+
+// Row prow of the partials (query token * heads_q + head) merged into out and lse by one warp.
+template <typename Tag>
+__device__ __forceinline__ void combine_row(const Params& p, const KvArgs& a, int64_t prow,
+                                            int lane) {
+  constexpr unsigned kAll = 0xffffffffu;
+  constexpr float kNegInf = -INFINITY;
+  const int n = a.splits;
+  float lse_i[kCombineSlots], top = kNegInf;
+#pragma unroll
+  for (int k = 0; k < kCombineSlots; ++k) {
+    const int s = lane + 32 * k;
+    lse_i[k] = s < n ? a.part_lse[int64_t(s) * a.part_rows + prow] : kNegInf;
+    top = fmaxf(top, lse_i[k]);
+  }
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) top = fmaxf(top, __shfl_xor_sync(kAll, top, m));
+  float sum = 0.f;
+#pragma unroll
+  for (int k = 0; k < kCombineSlots; ++k) sum += lse_term(lse_i[k], top);
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) sum += __shfl_xor_sync(kAll, sum, m);
+  const float lse = lse_from(top, sum);
+  float w[kCombineSlots];
+#pragma unroll
+  for (int k = 0; k < kCombineSlots; ++k) w[k] = part_weight(lse_i[k], lse);
+
+  const int64_t token = prow / p.heads_q, h = prow % p.heads_q;
+  // Fixed-length batches number their rows b * seqlen_q + i; packed ones by their packed row.
+  const int64_t b = p.varlen() ? 0 : token / p.seqlen_q, row = p.varlen() ? token : token % p.seqlen_q;
+  const int d = int(p.head_dim);
+  const int64_t part_stride = a.part_rows * d;  // floats from a part's row to the next part's
+  for (int c0 = 0; c0 < d; c0 += kCombineCols * 32) {  // every lane takes every pass (shuffles)
+    const int c = c0 + kCombineCols * lane;
+    const bool live = c < d;
+    // Lanes past head_dim read column 0 and parts past the last read the last: every load is
+    // in bounds and unpredicated, so the batch's loads go out together; their values are not used.
+    const float* col = a.part_o + prow * d + (live ? c : 0);
+    float acc[kCombineCols] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int k = 0; k < kCombineSlots; ++k) {
+      if (32 * k >= n) break;
+      for (int j0 = 0; j0 < 32 && 32 * k + j0 < n; j0 += kCombineBatch) {
+        // The batch's loads first; an empty part's O (weight 0) is loaded but never used
+        // (core/combine.h: it may hold anything).
+        float4 v[kCombineBatch];
+#pragma unroll
+        for (int u = 0; u < kCombineBatch; ++u) {
+          const int s = min(32 * k + j0 + u, n - 1);
+          v[u] = *reinterpret_cast<const float4*>(col + s * part_stride);
+        }
+#pragma unroll
+        for (int u = 0; u < kCombineBatch; ++u) {
+          const float wu = __shfl_sync(kAll, w[k], j0 + u);  // 0 past the parts (LSE -inf)
+          if (wu != 0.f) {
+            acc[0] += wu * v[u].x;
+            acc[1] += wu * v[u].y;
+            acc[2] += wu * v[u].z;
+            acc[3] += wu * v[u].w;
+          }
+        }
+      }
+    }
+    if (live) {
+      uint2 packed;
+      packed.x = pack2<Tag>(acc[0], acc[1]);
+      packed.y = pack2<Tag>(acc[2], acc[3]);
+      *reinterpret_cast<uint2*>(p.out.at<uint16_t>(b, row, h) + c) = packed;
+    }
+  }
+  if (lane == 0 && p.lse.data != nullptr) p.lse.at(b, h, row) = lse;
+}
+
+template <typename Tag>
+__global__ void __launch_bounds__(32 * kCombineWarps) kv_combine_kernel(
+    const __grid_constant__ Params p, const KvArgs a) {
+  grid_dependency_wait();  // the attention kernel's parts (a no-op when launched plainly)
+  const int64_t prow = int64_t(blockIdx.x) * kCombineWarps + threadIdx.x / 32;
+  if (prow >= a.part_rows) return;  // the whole warp: prow is the warp's
+  combine_row<Tag>(p, a, prow, int(threadIdx.x % 32));
+}
+
+// The merge inside the attention kernel (KvArgs::counters): after a part's block has written its
+// partials, it counts itself in on its rows' counter (its writes fenced first, so that whoever
+// sees the count sees them); the block that brings the count to a.splits is the last of its rows'
+// parts and merges them, a warp a row, as kv_combine_kernel would. flag: a word of shared memory
+// that nothing else uses any more (the Q tile's first).
+template <typename Tag, int kW>
+__device__ __forceinline__ void merge_if_last(const Params& p, const KvArgs& a, const KvSeq& sq,
+                                              int64_t b, int64_t hk, int tile, int r0,
+                                              int rows_total, int tid, int* flag) {
+  __threadfence();  // this thread's partials, device-wide, before the count
+  __syncthreads();  // ... every thread's
+  if (tid == 0) {
+    int32_t* counter = a.counters + (b * p.heads_kv + hk) * a.row_tiles + tile;
+    *flag = atomicAdd(counter, 1) == a.splits - 1;
+  }
+  __syncthreads();
+  if (!*flag) return;
+  __threadfence();  // the other parts' partials, whose counts came before ours
+  const int warp = tid / 32, lane = tid % 32;
+  for (int r = warp; r < kBlockM && r0 + r < rows_total; r += kW) {
+    const int pr = r0 + r;
+    const int64_t h = hk * a.group + pr % a.group;
+    combine_row<Tag>(p, a, query_token(p, b, sq, pr / a.group) * p.heads_q + h, lane);
+  }
+}
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads) kv_fwd_kernel(const __grid_constant__ Params p,
@@ -150,92 +273,9 @@ __global__ void __launch_bounds__(T::kThreads) kv_fwd_kernel(const __grid_consta
 
   merge_store<T, kW>(p, a, sq, b, hk, r0, rows_total, split, keys, st, o,
                      reinterpret_cast<float*>(smem + QTile::kElems), tid, [] { __syncthreads(); });
-}
-
-// The split parts merged per row (core/combine.h's rule): one warp a row of out. Its lanes read
-// the parts' LSEs side by side (lane j those of parts j, j + 32, ...) and reduce the merged LSE
-// by shuffles; then each lane sums its columns (a float4 of each part) over the parts,
-// kCombineBatch loads in flight, each part's weight taken from the lane that holds it. (Parts
-// read one after another, each a branch on its LSE before its O, waited out about three L2 round
-// trips a part: at 49 parts, some 25 us of a decode step.)
-constexpr int kCombineWarps = 4;
-constexpr int kCombineCols = 4;                  // columns a lane a pass: one float4 of each part
-constexpr int kCombineSlots = kMaxSplits / 32;   // parts a lane holds the LSE and weight of
-constexpr int kCombineBatch = 8;                 // parts whose float4 a lane loads before summing
-static_assert(kMaxSplits % 32 == 0 && 32 % kCombineBatch == 0, "whole slots and batches");
-template <typename Tag>
-__global__ void __launch_bounds__(32 * kCombineWarps) kv_combine_kernel(
-    const __grid_constant__ Params p, const KvArgs a) {
-  constexpr unsigned kAll = 0xffffffffu;
-  constexpr float kNegInf = -INFINITY;
-  grid_dependency_wait();  // the attention kernel's parts (a no-op when launched plainly)
-  const int lane = threadIdx.x % 32;
-  const int64_t prow = int64_t(blockIdx.x) * kCombineWarps + threadIdx.x / 32;
-  if (prow >= a.part_rows) return;  // the whole warp: prow is the warp's
-  const int n = a.splits;
-  float lse_i[kCombineSlots], top = kNegInf;
-#pragma unroll
-  for (int k = 0; k < kCombineSlots; ++k) {
-    const int s = lane + 32 * k;
-    lse_i[k] = s < n ? a.part_lse[int64_t(s) * a.part_rows + prow] : kNegInf;
-    top = fmaxf(top, lse_i[k]);
-  }
-#pragma unroll
-  for (int m = 16; m > 0; m /= 2) top = fmaxf(top, __shfl_xor_sync(kAll, top, m));
-  float sum = 0.f;
-#pragma unroll
-  for (int k = 0; k < kCombineSlots; ++k) sum += lse_term(lse_i[k], top);
-#pragma unroll
-  for (int m = 16; m > 0; m /= 2) sum += __shfl_xor_sync(kAll, sum, m);
-  const float lse = lse_from(top, sum);
-  float w[kCombineSlots];
-#pragma unroll
-  for (int k = 0; k < kCombineSlots; ++k) w[k] = part_weight(lse_i[k], lse);
-
-  const int64_t token = prow / p.heads_q, h = prow % p.heads_q;
-  // Fixed-length batches number their rows b * seqlen_q + i; packed ones by their packed row.
-  const int64_t b = p.varlen() ? 0 : token / p.seqlen_q, row = p.varlen() ? token : token % p.seqlen_q;
-  const int d = int(p.head_dim);
-  const int64_t part_stride = a.part_rows * d;  // floats from a part's row to the next part's
-  for (int c0 = 0; c0 < d; c0 += kCombineCols * 32) {  // every lane takes every pass (shuffles)
-    const int c = c0 + kCombineCols * lane;
-    const bool live = c < d;
-    // Lanes past head_dim read column 0 and parts past the last read the last: every load is
-    // in bounds and unpredicated, so the batch's loads go out together; their values are not used.
-    const float* col = a.part_o + prow * d + (live ? c : 0);
-    float acc[kCombineCols] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int k = 0; k < kCombineSlots; ++k) {
-      if (32 * k >= n) break;
-      for (int j0 = 0; j0 < 32 && 32 * k + j0 < n; j0 += kCombineBatch) {
-        // The batch's loads first; an empty part's O (weight 0) is loaded but never used
-        // (core/combine.h: it may hold anything).
-        float4 v[kCombineBatch];
-#pragma unroll
-        for (int u = 0; u < kCombineBatch; ++u) {
-          const int s = min(32 * k + j0 + u, n - 1);
-          v[u] = *reinterpret_cast<const float4*>(col + s * part_stride);
-        }
-#pragma unroll
-        for (int u = 0; u < kCombineBatch; ++u) {
-          const float wu = __shfl_sync(kAll, w[k], j0 + u);  // 0 past the parts (LSE -inf)
-          if (wu != 0.f) {
-            acc[0] += wu * v[u].x;
-            acc[1] += wu * v[u].y;
-            acc[2] += wu * v[u].z;
-            acc[3] += wu * v[u].w;
-          }
-        }
-      }
-    }
-    if (live) {
-      uint2 packed;
-      packed.x = pack2<Tag>(acc[0], acc[1]);
-      packed.y = pack2<Tag>(acc[2], acc[3]);
-      *reinterpret_cast<uint2*>(p.out.at<uint16_t>(b, row, h) + c) = packed;
-    }
-  }
-  if (lane == 0 && p.lse.data != nullptr) p.lse.at(b, h, row) = lse;
+  if (a.splits > 1 && a.counters != nullptr)
+    merge_if_last<typename T::Tag, kW>(p, a, sq, b, hk, tile, r0, rows_total, tid,
+                                       reinterpret_cast<int*>(sQ));
 }
 
 // Element j of a rotary table row (fp32 or the inputs' 16-bit type).

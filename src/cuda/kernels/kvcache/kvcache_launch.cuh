@@ -1,6 +1,7 @@
 // Host side of the cuda-kvcache family: the plan (plan.h), the workspace carve-up, and the
 // launches of one call: kv_prepare_kernel (append, rotary), the attention kernel (kv_fwd_kernel),
-// kv_combine_kernel (split calls). Included by kvcache_bf16.cu / kvcache_fp16.cu, one 16-bit type
+// kv_combine_kernel (split calls, unless the attention kernel merges: a memset of its counters
+// then goes ahead of it). Included by kvcache_bf16.cu / kvcache_fp16.cu, one 16-bit type
 // each.
 #pragma once
 
@@ -123,6 +124,16 @@ void run(const Params& call, const Context& ctx, void* workspace, size_t bytes, 
   a.part_rows = p.total_q * p.heads_q;
   a.part_o = plan.splits > 1 ? reinterpret_cast<float*>(base + w.rotated_q) : nullptr;
   a.part_lse = plan.splits > 1 ? reinterpret_cast<float*>(base + w.rotated_q + w.part_o) : nullptr;
+  // The merge in the attention kernel (Tuning::kvcache_fused_merge): its counters zeroed on the
+  // stream first (the workspace may hold anything), and no combine kernel.
+  const bool fused = plan.splits > 1 && ctx.tuning.kvcache_fused_merge;
+  if (fused) {
+    a.counters = reinterpret_cast<int32_t*>(base + w.rotated_q + w.part_o + w.part_lse);
+    const cudaError_t err = cudaMemsetAsync(a.counters, 0, w.counters, stream);
+    if (err != cudaSuccess)
+      fail(FA_ERROR_CUDA, "cudaMemsetAsync (cuda-kvcache merge counters): ",
+           cudaGetErrorString(err));
+  }
   // Programmatic dependent launches (Tuning::kvcache_pdl, sm90): the attention kernel after the
   // prepare kernel or the caller's last kernel, the combine after the attention kernel; each
   // waits for its predecessor before its first read (kvcache_kernel.cuh), so only the launch
@@ -131,7 +142,7 @@ void run(const Params& call, const Context& ctx, void* workspace, size_t bytes, 
   with_kernel_dim<FA_SM80_FWD_DIMS>(kernel_d, [&](auto d) {
     launch_attention<decltype(d)::value, Tag>(p, a, stream, pdl);
   });
-  if (plan.splits > 1) {
+  if (plan.splits > 1 && !fused) {
     const int64_t blocks = (a.part_rows + kCombineWarps - 1) / kCombineWarps;
     launch_kernel(kv_combine_kernel<Tag>, dim3(unsigned(blocks)), 32 * kCombineWarps, 0, stream,
                   pdl, "combine kernel", kernel_d, p, a);

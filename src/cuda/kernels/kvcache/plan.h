@@ -121,19 +121,23 @@ inline Plan make_plan(int64_t batch, int64_t heads_kv, int64_t seqlen_q, int64_t
 
 // The workspace of a call, in the order the launch carves it (each piece 256-byte aligned): the
 // rotated q (batch, seqlen_q, heads_q, d) in the inputs' 16-bit type when rotary is on, then the
-// split partials, fp32 O (splits, total_q * heads_q, d) and LSE (splits, total_q * heads_q).
+// split partials, fp32 O (splits, total_q * heads_q, d) and LSE (splits, total_q * heads_q), then
+// one int32 counter per block of a part (`blocks`: Plan::blocks), which the attention kernel's
+// parts count themselves in with when the last of them merges the partials (Tuning::
+// kvcache_fused_merge; zeroed by the launch).
 struct WorkspaceLayout {
-  size_t rotated_q = 0, part_o = 0, part_lse = 0;
-  size_t bytes() const { return rotated_q + part_o + part_lse; }
+  size_t rotated_q = 0, part_o = 0, part_lse = 0, counters = 0;
+  size_t bytes() const { return rotated_q + part_o + part_lse + counters; }
 };
 inline WorkspaceLayout workspace_layout(int64_t total_q, int64_t heads_q, int64_t head_dim,
-                                        bool rotary, int64_t splits) {
+                                        bool rotary, int64_t splits, int64_t blocks) {
   WorkspaceLayout w;
   const size_t rows = size_t(total_q) * size_t(heads_q);
   if (rotary) w.rotated_q = workspace_align(rows * size_t(head_dim) * 2);
   if (splits > 1) {
     w.part_o = workspace_align(size_t(splits) * rows * size_t(head_dim) * 4);
     w.part_lse = workspace_align(size_t(splits) * rows * 4);
+    w.counters = workspace_align(size_t(blocks) * 4);
   }
   return w;
 }
