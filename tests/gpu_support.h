@@ -282,13 +282,7 @@ inline void expect_device_results(Problem& pr, const DeviceProblem& dev, bool gr
   const Dense got = outputs(pr, grads);
   const Dense ref = reference(pr, false, grads);
   const Dense naive = reference(pr, true, grads, round_p);
-  expect_rule("out", got.out, ref.out, naive.out, 2, 1e-5);
-  expect_rule("lse", got.lse, ref.lse, naive.lse, 2, 1e-5);
-  if (grads) {
-    expect_rule("dq", got.dq, ref.dq, naive.dq, 3, 1e-4);
-    expect_rule("dk", got.dk, ref.dk, naive.dk, 3, 1e-4);
-    expect_rule("dv", got.dv, ref.dv, naive.dv, 3, 1e-4);
-  }
+  expect_rules(got, ref, naive, grads);
 }
 
 #endif

@@ -479,6 +479,15 @@ void expect_rule(const char* what, const std::vector<double>& got, const std::ve
       << ", naive " << (at < naive.size() ? naive[at] : 0.0);
 }
 
+void expect_rules(const Dense& got, const Dense& ref, const Dense& naive, bool grads) {
+  expect_rule("out", got.out, ref.out, naive.out, 2, 1e-5);
+  expect_rule("lse", got.lse, ref.lse, naive.lse, 2, 1e-5);
+  if (!grads) return;
+  expect_rule("dq", got.dq, ref.dq, naive.dq, 3, 1e-4);
+  expect_rule("dk", got.dk, ref.dk, naive.dk, 3, 1e-4);
+  expect_rule("dv", got.dv, ref.dv, naive.dv, 3, 1e-4);
+}
+
 void run_forward(Problem& pr, fa_backend backend) {
   const fa_params p = pr.params(backend, false);
   fa::HostWorkspace ws(fa::forward_workspace_size(p));

@@ -150,6 +150,8 @@ double max_abs(const std::vector<double>& a);
 // (factor 2 / atol 1e-5 for out and LSE, 3 / 1e-4 for gradients).
 void expect_rule(const char* what, const std::vector<double>& got, const std::vector<double>& ref,
                  const std::vector<double>& naive, double factor, double atol);
+// The rule on a call's results: out and lse (2, 1e-5), and with grads dq, dk, dv (3, 1e-4).
+void expect_rules(const Dense& got, const Dense& ref, const Dense& naive, bool grads = true);
 
 // Runs the public forward (and backward) on the problem with the given backend.
 void run_forward(Problem& pr, fa_backend backend);

@@ -66,11 +66,7 @@ TEST_P(BiasCpu, FlashMatchesReference) {
       run_flash_isa(pr, isa);
     }
     const Dense got = outputs(pr, true);
-    expect_rule("out", got.out, ref.out, naive.out, 2, 1e-5);
-    expect_rule("lse", got.lse, ref.lse, naive.lse, 2, 1e-5);
-    expect_rule("dq", got.dq, ref.dq, naive.dq, 3, 1e-4);
-    expect_rule("dk", got.dk, ref.dk, naive.dk, 3, 1e-4);
-    expect_rule("dv", got.dv, ref.dv, naive.dv, 3, 1e-4);
+    expect_rules(got, ref, naive);
     if (pr.c.dbias) {
       ASSERT_EQ(got.dbias.size(), ref.dbias.size());
       expect_rule("dbias", got.dbias, ref.dbias, naive.dbias, 3, 1e-4);
@@ -390,11 +386,7 @@ TEST(BiasMaskTiles, HiddenTilesSkippedWithTheSameResults) {
     run_backward(*pr, FA_BACKEND_FLASH);
   }
   const Dense got = outputs(masked, true), twin = outputs(biased, true);
-  expect_rule("out", got.out, ref.out, naive.out, 2, 1e-5);
-  expect_rule("lse", got.lse, ref.lse, naive.lse, 2, 1e-5);
-  expect_rule("dq", got.dq, ref.dq, naive.dq, 3, 1e-4);
-  expect_rule("dk", got.dk, ref.dk, naive.dk, 3, 1e-4);
-  expect_rule("dv", got.dv, ref.dv, naive.dv, 3, 1e-4);
+  expect_rules(got, ref, naive);
   EXPECT_TRUE(masked.out.bytes_equal(biased.out));
   EXPECT_TRUE(masked.lse.bytes_equal(biased.lse));
   EXPECT_LE(max_abs_diff(got.dq, twin.dq), 1e-6);

@@ -106,11 +106,7 @@ TEST_P(FlashCpu, ForwardAndBackwardMatchReference) {
       run_flash_isa(pr, isa);
     }
     const Dense got = outputs(pr, true);
-    expect_rule("out", got.out, ref.out, naive.out, 2, 1e-5);
-    expect_rule("lse", got.lse, ref.lse, naive.lse, 2, 1e-5);
-    expect_rule("dq", got.dq, ref.dq, naive.dq, 3, 1e-4);
-    expect_rule("dk", got.dk, ref.dk, naive.dk, 3, 1e-4);
-    expect_rule("dv", got.dv, ref.dv, naive.dv, 3, 1e-4);
+    expect_rules(got, ref, naive);
   }
 }
 

@@ -18,12 +18,19 @@
  * fa_ring_shard says which rows a rank holds. Every rank must pass the same seqlen, layout,
  * batch, heads, head_dim, dtype and options; the library cannot see the other ranks' arguments.
  *
- * What the shard's fa_params may use: q, k, v of one dtype (fp32, fp16, bf16), out (and on the
- * CPU, fp32 out with 16-bit inputs), lse (required in the backward), GQA / MQA, causal,
- * softmax_scale, softcap, backend, deterministic. Refused with FA_ERROR_UNSUPPORTED, naming the
- * field: packed batches (cu_seqlens), windows, ALiBi, dropout, attn_bias, q_shift, the KV-cache
- * fields, num_splits > 1, fp8 inputs. In this build the ring runs CPU tensors; CUDA tensors are
- * refused (FA_ERROR_UNSUPPORTED): the device-side merge is not built yet.
+ * What the shard's fa_params may use: q, k, v of one dtype (fp32, fp16, bf16; fp16 / bf16 on
+ * CUDA), out (and on the CPU, fp32 out with 16-bit inputs), lse (required in the backward),
+ * GQA / MQA, causal, softmax_scale, softcap, backend, deterministic. Refused with
+ * FA_ERROR_UNSUPPORTED, naming the field: packed batches (cu_seqlens), windows, ALiBi, dropout,
+ * attn_bias, q_shift, the KV-cache fields, num_splits > 1, fp8 inputs.
+ *
+ * CPU or CUDA tensors. On CUDA a rank's tensors and workspace are memory of one device, and the
+ * call is asynchronous like fa_forward: every block runs through fa_forward / fa_backward on
+ * `stream`, the merges of partial results and the fp32 sums of gradients are small kernels on
+ * `stream`, the transfers are ordered with it through the communicator (below), and the call
+ * returns with that work queued; the library itself never waits on the GPU. Synchronise `stream`
+ * (or queue more work on it) to use the outputs. Partial outputs on CUDA are in the inputs'
+ * dtype (the kernels write it) and merged in fp32.
  */
 #ifndef FLASHATTN_RING_H
 #define FLASHATTN_RING_H
@@ -44,11 +51,18 @@ typedef enum fa_ring_layout {
  * start: begins sending `bytes` from send_buf to rank send_peer and receiving `bytes` into
  *   recv_buf from rank recv_peer, and returns without waiting for either (it may complete them
  *   at once, e.g. a copy). The buffers are in the memory of the tensors' device; stream is the
- *   stream the library was given (CUDA: the transfer must not begin before the work queued on it
- *   so far, e.g. by recording an event on it). The library may call start several times before
- *   one wait; transfers between the same two ranks are matched in the order they were started.
- * wait: completes every transfer started since the last wait (CUDA: the work queued on stream
- *   afterwards must see the received bytes).
+ *   stream the library was given. The library may call start several times before one wait;
+ *   transfers between the same two ranks are matched in the order they were started.
+ * wait: completes every transfer started since the last wait, both ways: the received bytes are
+ *   in recv_buf and send_buf is no longer read (the library writes it again after a wait).
+ * With CUDA tensors the library queues its reads and writes of these buffers on `stream` without
+ * waiting for them, so the ordering is the stream's:
+ *   - a transfer started by start must not read send_buf or write recv_buf before the work
+ *     queued on `stream` so far has run (e.g. record an event on stream and make the transfer's
+ *     stream wait for it);
+ *   - after wait, the work queued on `stream` afterwards must not run before the transfers have
+ *     completed (e.g. make stream wait for an event recorded after them).
+ *   Neither needs to block the host; flashattn/ring_nccl.hpp's communicator does not.
  * Both return 0 on success; anything else stops the call with FA_ERROR_COMM quoting the value.
  * They are called from the thread that called the library. With size 1 neither is called. */
 typedef struct fa_comm {
@@ -75,8 +89,10 @@ FA_API void fa_ring_init(fa_ring* ring);
  * (length 0 in the contiguous layout). Its shard is those rows in that order. */
 FA_API fa_status fa_ring_shard(const fa_ring* ring, int32_t rank, int64_t rows[4]);
 
-/* Workspace of the ring call, in the memory of the tensors' device: two K/V blocks in flight,
- * the merged partial results, and the attention calls' own workspace. Validates as the call. */
+/* Workspace of the ring call, in the memory of the tensors' device (CUDA: device memory the
+ * caller allocates once, e.g. cudaMalloc, any 16-byte aligned pointer; the library allocates
+ * none): two K/V blocks in flight, the merged partial results, and the attention calls' own
+ * workspace. Validates as the call. */
 FA_API fa_status fa_ring_forward_workspace_size(const fa_params* params, const fa_ring* ring,
                                                 size_t* bytes);
 FA_API fa_status fa_ring_backward_workspace_size(const fa_params* params, const fa_ring* ring,
@@ -84,7 +100,8 @@ FA_API fa_status fa_ring_backward_workspace_size(const fa_params* params, const 
 
 /* out (and lse, if given) <- this rank's rows of attention(q, k, v) over the whole sequence.
  * Every rank of the communicator must make the call (it is collective). The outputs are written
- * only at the end: a rejected call, or one stopped by the communicator, writes none of them. */
+ * only at the end (on CUDA: their writes are the last work queued): a rejected call, or one
+ * stopped by the communicator, writes none of them. */
 FA_API fa_status fa_ring_forward(const fa_params* params, const fa_ring* ring, void* workspace,
                                  size_t workspace_bytes, void* stream);
 

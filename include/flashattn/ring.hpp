@@ -7,6 +7,7 @@
 //   auto rows = fa::ring_shard(ring, comm.size(), comm.rank());   // which rows this rank holds
 //   fa::ring_forward(q, k, v, out, lse, opt, ring, comm);        // this rank's shard of each
 //
+// CUDA tensors: the overloads on fa_params with a device workspace and a stream.
 // flashattn/ring_nccl.hpp has a communicator over NCCL.
 #pragma once
 
@@ -109,18 +110,44 @@ inline void check_ring(fa_status status, const Communicator& comm) {
 }
 }  // namespace detail
 
+// The ring call on a shard's params (fa::make_params, with dout, dq, dk, dv for the backward),
+// the caller's workspace and stream: CPU or CUDA tensors. CUDA: a device workspace of the
+// queried size, the call queued on stream (flashattn/ring.h). Collective.
+inline size_t ring_forward_workspace_size(const fa_params& p, const RingOptions& ring,
+                                          Communicator& comm) {
+  const fa_ring r = make_ring(ring, comm.raw());
+  size_t bytes = 0;
+  check(fa_ring_forward_workspace_size(&p, &r, &bytes));
+  return bytes;
+}
+inline size_t ring_backward_workspace_size(const fa_params& p, const RingOptions& ring,
+                                           Communicator& comm) {
+  const fa_ring r = make_ring(ring, comm.raw());
+  size_t bytes = 0;
+  check(fa_ring_backward_workspace_size(&p, &r, &bytes));
+  return bytes;
+}
+inline void ring_forward(const fa_params& p, const RingOptions& ring, Communicator& comm,
+                         void* workspace, size_t bytes, void* stream) {
+  const fa_ring r = make_ring(ring, comm.raw());
+  detail::check_ring(fa_ring_forward(&p, &r, workspace, bytes, stream), comm);
+}
+inline void ring_backward(const fa_params& p, const RingOptions& ring, Communicator& comm,
+                          void* workspace, size_t bytes, void* stream) {
+  const fa_ring r = make_ring(ring, comm.raw());
+  detail::check_ring(fa_ring_backward(&p, &r, workspace, bytes, stream), comm);
+}
+
 // out, lse <- this rank's rows of attention over the whole sequence (CPU tensors: allocates the
 // host workspace). Collective: every rank of comm calls it.
 inline void ring_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                          const Tensor& lse, const Options& o, const RingOptions& ring,
                          Communicator& comm) {
   const fa_params p = make_params(q, k, v, out, lse, o);
-  const fa_ring r = make_ring(ring, comm.raw());
-  size_t bytes = 0;
-  check(fa_ring_forward_workspace_size(&p, &r, &bytes));
+  const size_t bytes = ring_forward_workspace_size(p, ring, comm);
   detail::require_host(p, "fa::ring_forward");
   HostWorkspace ws(bytes);
-  detail::check_ring(fa_ring_forward(&p, &r, ws.data(), ws.size(), nullptr), comm);
+  ring_forward(p, ring, comm, ws.data(), ws.size(), nullptr);
 }
 
 // dq, dk, dv <- this rank's rows of the gradients, given dout and the ring forward's out, lse.
@@ -133,12 +160,10 @@ inline void ring_backward(const Tensor& q, const Tensor& k, const Tensor& v, con
   p.dq = dq.raw;
   p.dk = dk.raw;
   p.dv = dv.raw;
-  const fa_ring r = make_ring(ring, comm.raw());
-  size_t bytes = 0;
-  check(fa_ring_backward_workspace_size(&p, &r, &bytes));
+  const size_t bytes = ring_backward_workspace_size(p, ring, comm);
   detail::require_host(p, "fa::ring_backward");
   HostWorkspace ws(bytes);
-  detail::check_ring(fa_ring_backward(&p, &r, ws.data(), ws.size(), nullptr), comm);
+  ring_backward(p, ring, comm, ws.data(), ws.size(), nullptr);
 }
 
 }  // namespace fa

@@ -100,10 +100,6 @@ void with_call(const fa_params* params, const fa_ring* ring, Pass pass, Body&& b
   const fa_params current = current_layout(*params);  // validated: a known struct_size
   if (const char* what = unsupported_feature(current))
     fail(FA_ERROR_UNSUPPORTED, what, " is not supported by ring attention");
-  if (p.device.type != FA_DEVICE_CPU)
-    fail(FA_ERROR_UNSUPPORTED, "q.device.type=", p.device.type,
-         ": ring attention runs CPU tensors in this build (the merge of the blocks' results on "
-         "the GPU is not built yet)");
   check_shard_rows(current, *ring);
   body(ring::Call{current, p, *ring});
 }

@@ -25,6 +25,7 @@
 
 #include "core/device.h"
 #include "core/params.h"
+#include "core/row_ops.h"
 #include "core/tuning.h"
 #include "flashattn/flashattn.h"
 
@@ -41,7 +42,7 @@ enum class CudaFamily : int32_t {
 };
 
 // Bumped whenever the table or the meaning of an entry changes.
-constexpr uint32_t kCudaBackendAbi = 4;  // 4: the Sm75 family
+constexpr uint32_t kCudaBackendAbi = 5;  // 4: the Sm75 family; 5: row_op
 
 struct CudaBackend {
   // device_count never fails: 0 without a driver or a GPU.
@@ -58,6 +59,9 @@ struct CudaBackend {
                          size_t* bytes, const char** message);
   fa_status (*run)(CudaFamily family, const Params* p, int32_t backward, const Context* ctx,
                    void* workspace, size_t bytes, void* stream, const char** message);
+  // Ring attention's bookkeeping (core/row_ops.h) on the memory of CUDA device `device`, queued
+  // on stream as a small kernel; returns without waiting for it.
+  fa_status (*row_op)(const RowOp* op, int32_t device, void* stream, const char** message);
 };
 
 // The backend's handshake: the table when the caller was built from the same sources (version,

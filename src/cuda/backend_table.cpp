@@ -14,6 +14,7 @@
 #include "cuda/fwd_sm90.h"
 #include "cuda/head_dim_pad.h"
 #include "cuda/kvcache.h"
+#include "cuda/row_ops.h"
 #include "cuda/kernels/vanilla/vanilla.h"
 #include "fa_build_config.h"  // generated: FA_SM80_BWD_DIMS where the backward kernels are built
 
@@ -223,8 +224,13 @@ fa_status table_run(CudaFamily f, const Params* p, int32_t backward, const Conte
   return guarded(message, [&] { run(f, *p, backward != 0, *ctx, ws, bytes, stream); });
 }
 
+fa_status table_row_op(const RowOp* op, int32_t device, void* stream, const char** message) {
+  return guarded(message, [&] { row_op(*op, device, stream); });
+}
+
 constexpr CudaBackend kTable = {table_device_count, table_device_props, table_copy,
-                                table_check,        table_workspace,    table_run};
+                                table_check,        table_workspace,    table_run,
+                                table_row_op};
 
 }  // namespace
 }  // namespace fa::cuda

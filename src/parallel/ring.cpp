@@ -1,37 +1,40 @@
 #include "parallel/ring.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <string>
 
 #include "core/error.h"
-#include "cpu/combine.h"
-#include "parallel/host_rows.h"
+#include "parallel/rows.h"
 #include "parallel/ring_plan.h"
 
 namespace fa::ring {
 namespace {
 
-constexpr size_t kAlign = 64;
+// 256: what the CUDA families carve their own workspaces at (cuda/workspace_align.h), so every
+// buffer here and the block calls' workspace meet any kernel's alignment.
+constexpr size_t kAlign = 256;
 // The size queries lay the workspace out from this stand-in address, never dereferenced: the
 // block calls' own size queries read only shapes, dtypes and the pointers' alignment.
 constexpr uintptr_t kProbeBase = 4096;
+static_assert(kProbeBase % kAlign == 0, "the probe needs no leading padding");
 
-// Regions of the workspace in order, each kAlign-aligned.
+// Regions of the workspace in order, each at a kAlign-aligned address. A caller's workspace
+// aligned less than kAlign loses up to kAlign - 1 leading bytes, which the sizes include
+// (with_slack).
 class Carver {
  public:
   explicit Carver(uintptr_t base) : base_(base) {}
   void* take(size_t bytes) {
-    used_ = (used_ + kAlign - 1) / kAlign * kAlign;
+    used_ = (base_ + used_ + kAlign - 1) / kAlign * kAlign - base_;
     void* p = reinterpret_cast<void*>(base_ + used_);
     used_ += bytes;
     return p;
   }
   size_t used() const { return used_; }
+  // The probe's size plus the leading padding any base may need.
+  size_t with_slack() const { return used_ + kAlign - 1; }
 
  private:
   uintptr_t base_;
@@ -216,7 +219,7 @@ struct ForwardSpace {
   KvBlock kv[2];     // the block in hand and the one arriving
   View acc_o;        // fp32 (batch, mine.rows, heads_q, d): the merge so far
   LseView acc_lse;   // its LSE, (batch, heads_q, mine.rows)
-  View part_o;       // fp32, one block call's output (batch, chunk, heads_q, d)
+  View part_o;       // one block call's output (batch, chunk, heads_q, d)
   LseView part_lse;  // its LSE
   void* inner;       // the block calls' workspace (the rest)
 };
@@ -226,7 +229,9 @@ ForwardSpace carve_forward(const Call& c, const Geometry& g, Carver& w) {
   for (KvBlock& kv : s.kv) kv = kv_block(w.take(2 * bytes_of(g.kv, c.p.dtype)), c.p.dtype, g.kv);
   s.acc_o = dense_view(w.take(bytes_of(g.q, DType::F32)), DType::F32, g.q);
   s.acc_lse = dense_lse(static_cast<float*>(w.take(bytes_of(g.q, DType::F32) / g.q.dim)), g.q);
-  s.part_o = dense_view(w.take(bytes_of(g.q_chunk, DType::F32)), DType::F32, g.q_chunk);
+  // The block calls' outputs: fp32 on the CPU; the CUDA kernels write the inputs' dtype.
+  const DType part = c.p.device.type == FA_DEVICE_CPU ? DType::F32 : c.p.dtype;
+  s.part_o = dense_view(w.take(bytes_of(g.q_chunk, part)), part, g.q_chunk);
   s.part_lse = dense_lse(static_cast<float*>(w.take(bytes_of(g.q_chunk, DType::F32) / g.q.dim)),
                          g.q_chunk);
   s.inner = w.take(0);
@@ -241,20 +246,6 @@ fa_params forward_block(const Call& c, const ForwardSpace& s, const KvBlock& kv,
   b.out = tensor(s.part_o, qn, c.p.device);
   b.lse = lse_tensor(s.part_lse, 0, qn, c.p.device);
   return b;
-}
-
-// The combine step's view of rows [qc.local, qc.local + qc.len) of this rank's queries: out and
-// lse are the running merge's (combine merges in place: cpu/combine.h).
-Params merge_params(const Call& c, const ForwardSpace& s, const Chunk& qc) {
-  Params m;
-  m.batch = c.p.batch;
-  m.heads_q = c.p.heads_q;
-  m.heads_kv = c.p.heads_kv;
-  m.head_dim = c.p.head_dim;
-  m.seqlen_q = qc.len;
-  m.out = rows_from(s.acc_o, qc.local);
-  m.lse = lse_rows_from(s.acc_lse, qc.local);
-  return m;
 }
 
 // ---- backward --------------------------------------------------------------------------------
@@ -301,10 +292,6 @@ fa_params backward_block(const Call& c, const BackwardSpace& s, const KvBlock& k
   return b;
 }
 
-void zero(const KvBlock& b, const RowBlock& n) {
-  std::memset(b.k.data, 0, 2 * bytes_of(n, b.k.dtype));  // K and V are one region
-}
-
 }  // namespace
 
 size_t forward_workspace(const Call& c) {
@@ -316,7 +303,7 @@ size_t forward_workspace(const Call& c) {
         return forward_block(c, s, s.kv[0], qc, kc, vis);
       }, false);
   w.take(inner);
-  return w.used();
+  return w.with_slack();
 }
 
 size_t backward_workspace(const Call& c) {
@@ -328,7 +315,7 @@ size_t backward_workspace(const Call& c) {
         return backward_block(c, s, s.kv[0], qc, kc, vis);
       }, true);
   w.take(inner);
-  return w.used();
+  return w.with_slack();
 }
 
 void forward(const Call& c, void* workspace, size_t bytes, void* stream) {
@@ -336,12 +323,12 @@ void forward(const Call& c, void* workspace, size_t bytes, void* stream) {
   Carver w(reinterpret_cast<uintptr_t>(workspace));
   const ForwardSpace s = carve_forward(c, g, w);
   const size_t inner_bytes = bytes - w.used();
-  const int threads = omp_get_max_threads();
+  const Rows rows(c.p.device, stream);
   const RowBlock own{g.kv.batch, g.mine.rows, g.kv.heads, g.kv.dim};
-  copy_rows(s.kv[0].k, c.p.k, own);
-  copy_rows(s.kv[0].v, c.p.v, own);
-  // Nothing merged yet: every row's LSE -inf (combine then reads none of acc_o).
-  std::fill(s.acc_lse.data, s.acc_lse.data + g.q.batch * g.q.heads * g.q.rows,
+  rows.copy(s.kv[0].k, c.p.k, own);
+  rows.copy(s.kv[0].v, c.p.v, own);
+  // Nothing merged yet: every row's LSE -inf (the merge then reads none of acc_o).
+  rows.fill(s.acc_lse.data, g.q.batch * g.q.heads * g.q.rows,
             -std::numeric_limits<float>::infinity());
   Exchange ex(c.ring.comm, stream);
   for (int32_t step = 0, cur = 0; step < g.size; ++step, cur ^= 1) {
@@ -350,15 +337,15 @@ void forward(const Call& c, void* workspace, size_t bytes, void* stream) {
     for_each_block(c, g, step, [&](const Chunk& qc, const Chunk& kc, Visibility vis) {
       const fa_params b = forward_block(c, s, s.kv[cur], qc, kc, vis);
       check_block(fa_forward(&b, s.inner, inner_bytes, stream), "fa_forward", step, g);
-      const Params m = merge_params(c, s, qc);
-      const cpu::Partial parts[2] = {{m.out, m.lse}, {s.part_o, s.part_lse}};
-      cpu::combine(m, parts, 2, threads);
+      // The block's (O, LSE) into the running merge of its query rows, in place.
+      const View o[2] = {rows_from(s.acc_o, qc.local), s.part_o};
+      const LseView l[2] = {lse_rows_from(s.acc_lse, qc.local), s.part_lse};
+      rows.merge(o[0], l[0], o, l, 2, {c.p.batch, qc.len, c.p.heads_q, c.p.head_dim});
     });
     ex.wait(step);
   }
-  // The merge into the caller's out (its dtype) and lse: a combine of the one part.
-  const cpu::Partial merged{s.acc_o, s.acc_lse};
-  cpu::combine(c.p, &merged, 1, threads);
+  // The merge into the caller's out (its dtype) and lse: a merge of the one part.
+  rows.merge(c.p.out, c.p.lse, &s.acc_o, &s.acc_lse, 1, g.q);
 }
 
 void backward(const Call& c, void* workspace, size_t bytes, void* stream) {
@@ -367,10 +354,12 @@ void backward(const Call& c, void* workspace, size_t bytes, void* stream) {
   const BackwardSpace s = carve_backward(c, g, w);
   const size_t inner_bytes = bytes - w.used();
   const Params& p = c.p;
+  const Rows rows(p.device, stream);
   const RowBlock own{g.kv.batch, g.mine.rows, g.kv.heads, g.kv.dim};
-  copy_rows(s.kv[0].k, p.k, own);
-  copy_rows(s.kv[0].v, p.v, own);
-  std::memset(s.dq_acc.data, 0, bytes_of(g.q, DType::F32));
+  rows.copy(s.kv[0].k, p.k, own);
+  rows.copy(s.kv[0].v, p.v, own);
+  const int64_t kv_count = 2 * g.kv.batch * g.kv.rows * g.kv.heads * g.kv.dim;  // K and V
+  rows.fill(s.dq_acc.data, g.q.batch * g.q.rows * g.q.heads * g.q.dim, 0.f);
   const size_t kv_bytes = 2 * bytes_of(g.kv, p.dtype), dkv_bytes = 2 * bytes_of(g.kv, DType::F32);
   Exchange ex(c.ring.comm, stream);
   // Step s: the block of rank origin(s) in hand. Its K / V go on to the next rank for step s + 1
@@ -380,22 +369,22 @@ void backward(const Call& c, void* workspace, size_t bytes, void* stream) {
     const int slot = step % 2;
     if (step + 1 < g.size) ex.start(s.kv[cur].k.data, s.kv[cur ^ 1].k.data, kv_bytes, step);
     if (step > 0) ex.start(s.dkv[slot ^ 1].k.data, s.dkv_in.k.data, dkv_bytes, step);
-    zero(s.dkv[slot], g.kv);
+    rows.fill(s.dkv[slot].k.data, kv_count, 0.f);  // K's and V's sums are one region
     for_each_block(c, g, step, [&](const Chunk& qc, const Chunk& kc, Visibility vis) {
       const fa_params b = backward_block(c, s, s.kv[cur], qc, kc, vis);
       check_block(fa_backward(&b, s.inner, inner_bytes, stream), "fa_backward", step, g);
-      add_rows(rows_from(s.dq_acc, qc.local), s.dq_blk, {p.batch, qc.len, p.heads_q, p.head_dim});
+      rows.add(rows_from(s.dq_acc, qc.local), s.dq_blk, {p.batch, qc.len, p.heads_q, p.head_dim});
       const RowBlock kn{p.batch, kc.len, p.heads_kv, p.head_dim};
-      add_rows(rows_from(s.dkv[slot].k, kc.local), s.dkv_blk.k, kn);
-      add_rows(rows_from(s.dkv[slot].v, kc.local), s.dkv_blk.v, kn);
+      rows.add(rows_from(s.dkv[slot].k, kc.local), s.dkv_blk.k, kn);
+      rows.add(rows_from(s.dkv[slot].v, kc.local), s.dkv_blk.v, kn);
     });
     ex.wait(step);
     if (step > 0) {
       const Shard theirs =
           shard_of(c.ring.seqlen, g.size, layout_of(c.ring), origin(g.rank, g.size, step));
       const RowBlock n{p.batch, theirs.rows, p.heads_kv, p.head_dim};
-      add_rows(s.dkv[slot].k, s.dkv_in.k, n);
-      add_rows(s.dkv[slot].v, s.dkv_in.v, n);
+      rows.add(s.dkv[slot].k, s.dkv_in.k, n);
+      rows.add(s.dkv[slot].v, s.dkv_in.v, n);
     }
   }
   // After the last step the sums in hand are complete (every rank added its share) and belong
@@ -406,9 +395,9 @@ void backward(const Call& c, void* workspace, size_t bytes, void* stream) {
     ex.wait(g.size);
     done = &s.dkv_in;
   }
-  copy_rows(p.dq, s.dq_acc, g.q);
-  copy_rows(p.dk, done->k, own);
-  copy_rows(p.dv, done->v, own);
+  rows.copy(p.dq, s.dq_acc, g.q);
+  rows.copy(p.dk, done->k, own);
+  rows.copy(p.dv, done->v, own);
 }
 
 }  // namespace fa::ring
