@@ -4,8 +4,9 @@
 
 Every process builds the same full q, k, v (same seed), keeps its zig-zag shard, runs
 flashattn.ring.ring_attn_func forward and backward on it, and rank 0 checks the gathered result
-against the library's single-process call on the whole sequence. In this build the library runs
-the ring on CPU tensors (the gloo backend); see docs/context-parallel.md.
+against the library's single-process call on the whole sequence, on CPU tensors over gloo (the
+library also takes CUDA tensors over nccl, a GPU per process: not run yet); see
+docs/context-parallel.md.
 """
 import argparse
 

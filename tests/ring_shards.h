@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -33,6 +34,27 @@ struct RingCaseName {
            (rc.layout == FA_RING_ZIGZAG ? "_zigzag_" : "_contig_") + rc.c.name();
   }
 };
+
+// A case for every (dtype, R = 2 / 3 / 4, layout, causal or not), in that order: rank count,
+// layout, dtype and mask set here, the rest by shape(c, n) for the n-th case (from 1).
+template <typename Shape>
+std::vector<RingCase> ring_grid(std::initializer_list<fa_dtype> dtypes, Shape&& shape) {
+  std::vector<RingCase> cases;
+  uint64_t n = 0;
+  for (fa_dtype dt : dtypes)
+    for (int32_t ranks : {2, 3, 4})
+      for (fa_ring_layout layout : {FA_RING_ZIGZAG, FA_RING_CONTIGUOUS})
+        for (bool causal : {true, false}) {
+          RingCase rc;
+          rc.ranks = ranks;
+          rc.layout = layout;
+          rc.c.dtype = dt;
+          rc.c.causal = causal;
+          shape(rc.c, ++n);
+          cases.push_back(rc);
+        }
+  return cases;
+}
 
 // Element (b, row, h, col) of a (batch, rows, heads, dim) tensor, and (b, h, row) of an lse.
 inline int64_t flat4(const HostTensor& t, int64_t b, int64_t row, int64_t h, int64_t col) {

@@ -23,36 +23,32 @@
 namespace fa::test {
 namespace {
 
+// R ranks over L rows of one sequence, 2 heads of 64.
+RingCase small_case(int32_t ranks, fa_dtype dt, int64_t L) {
+  RingCase rc;
+  rc.ranks = ranks;
+  rc.c.dtype = dt;
+  rc.c.seqlen_q = rc.c.seqlen_k = L;
+  rc.c.heads_q = 2;
+  rc.c.head_dim = 64;
+  return rc;
+}
+
 std::vector<RingCase> gpu_ring_grid() {
-  std::vector<RingCase> cases;
-  uint64_t n = 0;
   const int64_t lens[] = {37, 101, 389, 777};
   const int64_t dims[] = {64, 128, 40};
-  for (fa_dtype dt : {FA_DTYPE_BF16, FA_DTYPE_FP16})
-    for (int32_t ranks : {2, 3, 4})
-      for (fa_ring_layout layout : {FA_RING_ZIGZAG, FA_RING_CONTIGUOUS})
-        for (bool causal : {true, false}) {
-          RingCase rc;
-          rc.ranks = ranks;
-          rc.layout = layout;
-          Case& c = rc.c;
-          c.seed = 1000 + ++n;
-          c.dtype = dt;
-          c.causal = causal;
-          c.batch = 1 + int64_t(n % 2);
-          c.heads_kv = 1 + int64_t(n % 2);
-          c.heads_q = c.heads_kv * (n % 3 == 0 ? 1 : 4);  // GQA 4:1 in two cases of three
-          c.head_dim = dims[n % 3];
-          c.seqlen_q = c.seqlen_k = lens[n % 4];
-          cases.push_back(rc);
-        }
+  std::vector<RingCase> cases =
+      ring_grid({FA_DTYPE_BF16, FA_DTYPE_FP16}, [&](Case& c, uint64_t n) {
+        c.seed = 1000 + n;
+        c.batch = 1 + int64_t(n % 2);
+        c.heads_kv = 1 + int64_t(n % 2);
+        c.heads_q = c.heads_kv * (n % 3 == 0 ? 1 : 4);  // GQA 4:1 in two cases of three
+        c.head_dim = dims[n % 3];
+        c.seqlen_q = c.seqlen_k = lens[n % 4];
+      });
+  uint64_t n = cases.size();
   // One rank (no transfer), and softcap with a given scale.
-  RingCase one;
-  one.ranks = 1;
-  one.c.dtype = FA_DTYPE_BF16;
-  one.c.seqlen_q = one.c.seqlen_k = 129;
-  one.c.heads_q = 2;
-  one.c.head_dim = 64;
+  RingCase one = small_case(1, FA_DTYPE_BF16, 129);
   one.c.causal = true;
   one.c.seed = 1000 + ++n;
   cases.push_back(one);
@@ -184,12 +180,7 @@ TEST(GpuRingErrors, RefusedBeforeAnyTransfer) {
 #ifdef FA_TEST_CUDA
   for (fa_dtype dt : {FA_DTYPE_FP32, FA_DTYPE_BF16}) {
     SCOPED_TRACE(dt == FA_DTYPE_FP32 ? "fp32" : "bf16 without workspace");
-    RingCase rc;
-    rc.ranks = 2;
-    rc.c.dtype = dt;
-    rc.c.seqlen_q = rc.c.seqlen_k = 45;
-    rc.c.heads_q = 2;
-    rc.c.head_dim = 64;
+    const RingCase rc = small_case(2, dt, 45);
     Problem pr(rc.c);
     Shard s(pr, rc, 0);
     DeviceShard d(s, rc.c);

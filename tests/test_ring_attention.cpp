@@ -64,29 +64,19 @@ TEST_P(RingAttention, ShardsTogetherMatchReference) {
 }
 
 std::vector<RingCase> grid() {
-  std::vector<RingCase> cases;
-  uint64_t n = 0;
   // seqlen: odd, and (except 50 at R = 2) not a multiple of R or 2R: chunks of unequal length.
   const int64_t lens[] = {37, 50, 101};
-  for (fa_dtype dt : {FA_DTYPE_FP32, FA_DTYPE_BF16})
-    for (int32_t ranks : {2, 3, 4})
-      for (fa_ring_layout layout : {FA_RING_ZIGZAG, FA_RING_CONTIGUOUS})
-        for (bool causal : {true, false}) {
-          RingCase rc;
-          rc.ranks = ranks;
-          rc.layout = layout;
-          Case& c = rc.c;
-          c.seed = ++n;
-          c.dtype = dt;
-          c.causal = causal;
-          c.batch = 2;
-          c.heads_kv = 1 + int64_t(n % 2);
-          c.heads_q = c.heads_kv * (n % 3 == 0 ? 1 : 3);  // GQA 3:1 in two cases of three
-          c.head_dim = n % 2 ? 40 : 16;
-          c.seqlen_q = c.seqlen_k = lens[n % 3];
-          c.strided = n % 4 == 1;  // not used by the shards; the global problem's layout only
-          cases.push_back(rc);
-        }
+  std::vector<RingCase> cases =
+      ring_grid({FA_DTYPE_FP32, FA_DTYPE_BF16}, [&](Case& c, uint64_t n) {
+        c.seed = n;
+        c.batch = 2;
+        c.heads_kv = 1 + int64_t(n % 2);
+        c.heads_q = c.heads_kv * (n % 3 == 0 ? 1 : 3);  // GQA 3:1 in two cases of three
+        c.head_dim = n % 2 ? 40 : 16;
+        c.seqlen_q = c.seqlen_k = lens[n % 3];
+        c.strided = n % 4 == 1;  // not used by the shards; the global problem's layout only
+      });
+  uint64_t n = cases.size();
   // One rank (no communication); fp16 with softcap and a given scale; a longer sequence.
   auto extra = [&](int32_t ranks, fa_dtype dt, int64_t L, int64_t hq, int64_t hk, int64_t d) {
     RingCase rc;

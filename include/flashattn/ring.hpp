@@ -108,6 +108,14 @@ inline void check_ring(fa_status status, const Communicator& comm) {
     message += ": " + comm.last_failure();
   throw Error(status, message);
 }
+// A ring size query (fa_ring_forward_workspace_size or the backward's) on p.
+inline size_t ring_workspace(fa_status (*query)(const fa_params*, const fa_ring*, size_t*),
+                             const fa_params& p, const RingOptions& ring, Communicator& comm) {
+  const fa_ring r = make_ring(ring, comm.raw());
+  size_t bytes = 0;
+  check(query(&p, &r, &bytes));
+  return bytes;
+}
 }  // namespace detail
 
 // The ring call on a shard's params (fa::make_params, with dout, dq, dk, dv for the backward),
@@ -115,17 +123,11 @@ inline void check_ring(fa_status status, const Communicator& comm) {
 // queried size, the call queued on stream (flashattn/ring.h). Collective.
 inline size_t ring_forward_workspace_size(const fa_params& p, const RingOptions& ring,
                                           Communicator& comm) {
-  const fa_ring r = make_ring(ring, comm.raw());
-  size_t bytes = 0;
-  check(fa_ring_forward_workspace_size(&p, &r, &bytes));
-  return bytes;
+  return detail::ring_workspace(fa_ring_forward_workspace_size, p, ring, comm);
 }
 inline size_t ring_backward_workspace_size(const fa_params& p, const RingOptions& ring,
                                            Communicator& comm) {
-  const fa_ring r = make_ring(ring, comm.raw());
-  size_t bytes = 0;
-  check(fa_ring_backward_workspace_size(&p, &r, &bytes));
-  return bytes;
+  return detail::ring_workspace(fa_ring_backward_workspace_size, p, ring, comm);
 }
 inline void ring_forward(const fa_params& p, const RingOptions& ring, Communicator& comm,
                          void* workspace, size_t bytes, void* stream) {

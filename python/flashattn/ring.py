@@ -13,8 +13,13 @@ Shards: `layout="zigzag"` (default; rank r holds chunks r and 2R-1-r of 2R, bala
 work) or `"contiguous"` (chunk r of R). `shard(x)` cuts a full tensor into this rank's rows,
 `unshard(x)` puts the ranks' rows back together (an all-gather).
 
-In this build the library runs the ring on CPU tensors (gloo); CUDA tensors are refused by the
-library (its device-side merge is not built yet). See docs/context-parallel.md.
+CPU tensors take any process group that can send CPU tensors (gloo). CUDA tensors: the library
+queues its work on the current CUDA stream and this module's callbacks keep its order. Over an
+NCCL group (one GPU per rank) the transfers are NCCL's, ordered with the stream by
+torch.distributed itself, with no host synchronisation. Over any other group (gloo: e.g. several
+ranks sharing one GPU, which NCCL refuses) each transfer is staged through host memory, which
+synchronises the host with the stream at every start: correct, not fast. See
+docs/context-parallel.md (what has run where).
 """
 import ctypes
 
@@ -134,12 +139,22 @@ def unshard(x, seqlen, group=None, layout="zigzag", dim=1):
 class _TorchComm:
     """The library's fa_comm over a torch.distributed group: start posts batch_isend_irecv on
     byte views of the library's buffers, wait waits for them. An exception inside a callback is
-    kept and raised after the library returns (it cannot cross the C call)."""
+    kept and raised after the library returns (it cannot cross the C call).
 
-    def __init__(self, group):
+    Every buffer the library transfers lies in its workspace, so a CUDA buffer is a slice of the
+    workspace tensor. NCCL orders its transfers after the work queued on the current stream and
+    req.wait() makes that stream wait for them: flashattn/ring.h's contract as it is. Other
+    backends send host copies: start copies the send buffer to the host (the host waits for the
+    stream), wait receives into host memory, then queues the copy into the receive buffer on the
+    stream."""
+
+    def __init__(self, group, workspace):
         self.group = group
         self.rank, self.size = _group_info(group)
+        self.workspace = workspace
+        self.staged = workspace.is_cuda and dist.get_backend(group) != "nccl"
         self.pending = []
+        self.arrivals = []  # staged receives: (device slice, host tensor), copied in at wait
         self.error = None
         # The C function pointers must stay alive as long as the library may call them.
         self._start = _START(self._start_cb)
@@ -154,16 +169,24 @@ class _TorchComm:
             to_global = dist.distributed_c10d._get_global_rank
         return to_global(self.group, group_rank)
 
-    @staticmethod
-    def _bytes(ptr, n):
-        return torch.frombuffer((ctypes.c_uint8 * n).from_address(ptr), dtype=torch.uint8)
+    def _bytes(self, ptr, n):
+        if not self.workspace.is_cuda:
+            return torch.frombuffer((ctypes.c_uint8 * n).from_address(ptr), dtype=torch.uint8)
+        offset = ptr - self.workspace.data_ptr()
+        if not 0 <= offset <= self.workspace.numel() - n:
+            raise RuntimeError(f"a transfer of {n} bytes at {ptr:#x} is outside the workspace")
+        return self.workspace.narrow(0, offset, n)
 
     def _start_cb(self, ctx, send, send_peer, recv, recv_peer, nbytes, stream):
         try:
-            ops = [dist.P2POp(dist.isend, self._bytes(send, nbytes), self._peer(send_peer),
-                              self.group),
-                   dist.P2POp(dist.irecv, self._bytes(recv, nbytes), self._peer(recv_peer),
-                              self.group)]
+            send_t, recv_t = self._bytes(send, nbytes), self._bytes(recv, nbytes)
+            if self.staged:
+                send_t = send_t.cpu()  # waits for the work queued on the stream so far
+                host = torch.empty(nbytes, dtype=torch.uint8)
+                self.arrivals.append((recv_t, host))
+                recv_t = host
+            ops = [dist.P2POp(dist.isend, send_t, self._peer(send_peer), self.group),
+                   dist.P2POp(dist.irecv, recv_t, self._peer(recv_peer), self.group)]
             self.pending.extend(dist.batch_isend_irecv(ops))
             return 0
         except BaseException as e:  # noqa: BLE001 (kept, raised after the C call)
@@ -175,6 +198,9 @@ class _TorchComm:
             for req in self.pending:
                 req.wait()
             self.pending.clear()
+            for device, host in self.arrivals:
+                device.copy_(host)  # queued on the stream, before the library's next work
+            self.arrivals.clear()
             return 0
         except BaseException as e:  # noqa: BLE001
             self.error = e
@@ -195,15 +221,18 @@ def _run(backward, tensors, seqlen, causal, softmax_scale, softcap, layout, grou
         put(p, field, t, field)
     put_options(p, 0, 0, 0.0 if softmax_scale is None else softmax_scale, bool(causal), -1, -1,
                 softcap)
-    comm = _TorchComm(group)
-    ring = comm.ring(seqlen, layout)
+    device = tensors["q"].device
     what = "ring_attn_func backward" if backward else "ring_attn_func"
     query = lib.fa_ring_backward_workspace_size if backward else lib.fa_ring_forward_workspace_size
     nbytes = ctypes.c_size_t(0)
+    ring = _TorchComm(group, torch.empty(0)).ring(seqlen, layout)  # the query calls no callback
     check(lib, query(ctypes.byref(p), ctypes.byref(ring), ctypes.byref(nbytes)), what)
-    ws = torch.empty(max(nbytes.value, 1), dtype=torch.uint8, device=tensors["q"].device)
+    ws = torch.empty(max(nbytes.value, 1), dtype=torch.uint8, device=device)
+    comm = _TorchComm(group, ws)
+    ring = comm.ring(seqlen, layout)
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
     call = lib.fa_ring_backward if backward else lib.fa_ring_forward
-    status = call(ctypes.byref(p), ctypes.byref(ring), ws.data_ptr(), nbytes.value, None)
+    status = call(ctypes.byref(p), ctypes.byref(ring), ws.data_ptr(), nbytes.value, stream)
     if status == FA_ERROR_COMM and comm.error is not None:
         msg = lib.fa_last_error().decode("utf-8", "replace")
         raise FlashAttnError(status, f"{what}: {msg}: {comm.error!r}") from comm.error

@@ -56,6 +56,16 @@ void host_merge(const RowOp& op) {
   cpu::combine(m, parts, op.parts, omp_get_max_threads());
 }
 
+// An op of dst from one source over n (Copy, Add).
+RowOp from_one(RowOp::Kind kind, const View& dst, const View& src, const RowBlock& n) {
+  RowOp op;
+  op.kind = kind;
+  op.n = n;
+  op.dst = dst;
+  op.src[0] = src;
+  return op;
+}
+
 }  // namespace
 
 void Rows::run(const RowOp& op) const {
@@ -74,21 +84,11 @@ void Rows::run(const RowOp& op) const {
 }
 
 void Rows::copy(const View& dst, const View& src, const RowBlock& n) const {
-  RowOp op;
-  op.kind = RowOp::Kind::Copy;
-  op.n = n;
-  op.dst = dst;
-  op.src[0] = src;
-  run(op);
+  run(from_one(RowOp::Kind::Copy, dst, src, n));
 }
 
 void Rows::add(const View& dst, const View& src, const RowBlock& n) const {
-  RowOp op;
-  op.kind = RowOp::Kind::Add;
-  op.n = n;
-  op.dst = dst;
-  op.src[0] = src;
-  run(op);
+  run(from_one(RowOp::Kind::Add, dst, src, n));
 }
 
 void Rows::fill(void* data, int64_t count, float value) const {
