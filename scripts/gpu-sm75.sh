@@ -4,7 +4,7 @@
 # the library as sm_90a SASS, cuda-sm75 as compute_75 PTX alone, which the driver compiles for
 # this GPU at the first launch) and the tests; then
 #   - the sm75 kernels' registers and spills: their PTX through ptxas for sm_75 (what a Turing
-#     GPU would run) and for this GPU (resources.log);
+#     GPU would run) and for this GPU (resources.log; the driver's JIT may differ slightly);
 #   - the cuda-sm75 grid forced through Tuning::sm75 (tests/test_gpu_sm75.cpp): fp16 cases of
 #     the GPU grid, padded head dims, the bf16 / backward refusals, the LSE-less call;
 #   - memcheck, racecheck and synccheck on a few cases (causal packed d 64, dropout d 128, d 40
@@ -29,20 +29,22 @@ build_line="build: rc=$rc in $(( $(date +%s) - t0 ))s"
 echo "$build_line"
 [ $rc -ne 0 ] && { grep -E "error" "$out/build.log" | head -20; exit 1; }
 
-# Registers and spills of every sm75 kernel, from its PTX: for sm_75 (a Turing GPU's compile)
-# and for this GPU (what the JIT path runs here).
+# Registers and spills of every sm75 kernel, from its PTX (compiled again here, as the build
+# did, to a file): for sm_75 (a Turing GPU's compile) and for this GPU (what the JIT path runs).
 here=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
-{
-  for obj in $build/CMakeFiles/fa_cuda_sm75_objects.dir/src/cuda/instantiations/*.o; do
-    ptx=$(mktemp --suffix=.ptx)
-    cuobjdump -ptx "$obj" | sed -n '/^\.version/,$p' > "$ptx"
-    for arch in sm_75 "sm_$here"; do
-      echo "== $(basename "$obj" .cu.o) $arch"
-      ptxas -arch=$arch -v -o /dev/null "$ptx" 2>&1 | grep -E "registers|spill"
-    done
-    rm -f "$ptx"
+rsp=$build/CMakeFiles/fa_cuda_sm75_objects.dir/includes_CUDA.rsp
+ptxdir=$(mktemp -d)
+ls $build/CMakeFiles/fa_cuda_sm75_objects.dir/src/cuda/instantiations/ | grep '\.o$' |
+  sed 's/\.cu\.o$//' | xargs -P "$(nproc)" -I{} nvcc -DFA_WITH_CUDA=1 --options-file "$rsp" \
+  -O3 -DNDEBUG --expt-relaxed-constexpr -std=c++17 -gencode arch=compute_75,code=compute_75 \
+  -x cu -ptx -o "$ptxdir/{}.ptx" "src/cuda/instantiations/{}.cu"
+for ptx in "$ptxdir"/*.ptx; do
+  for arch in sm_75 "sm_$here"; do
+    echo "== $(basename "$ptx" .ptx) $arch"
+    ptxas -arch=$arch -v -o /dev/null "$ptx" 2>&1 | grep -E "registers|spill"
   done
-} > "$out/resources.log" 2>&1
+done > "$out/resources.log" 2>&1
+rm -rf "$ptxdir"
 spills=$(grep -E "spill stores" "$out/resources.log" | grep -vc " 0 bytes spill stores")
 
 tests=./$build/tests/fa_tests

@@ -51,10 +51,12 @@ std::vector<Case> sm75_grid() {
   return cases;
 }
 
+// True, with the reason, where this machine or build cannot run cuda-sm75 with head_dim: no GPU,
+// no kernel for the head dim, or no sm75 code in the build (the family's own refusal of a plain
+// fp16 call says so). Any other refusal of that call is a failure (recorded), and skips too.
+bool skip_without_sm75(int64_t head_dim, std::string* why) {
+  if (skip_without_gpu(why) || skip_head_dim_not_built(head_dim, why)) return true;
 #ifdef FA_TEST_CUDA
-// True, with the reason, where this build has no sm75 code (the family's own refusal of a plain
-// fp16 call says so); any other refusal is a failure: false with *why set.
-bool skip_without_sm75_code(std::string* why) {
   Case c;
   c.dtype = FA_DTYPE_FP16;
   c.head_dim = 64;
@@ -64,7 +66,20 @@ bool skip_without_sm75_code(std::string* why) {
   const std::string f = family_of(dev.p, Pass::Forward, sm75_on());
   if (f == "cuda-sm75") return false;
   *why = "cuda-sm75 refused a plain fp16 call: " + f;
-  return f.find("no sm75 code") != std::string::npos;
+  if (f.find("no sm75 code") == std::string::npos) ADD_FAILURE() << *why;
+  return true;
+#else
+  return false;
+#endif
+}
+
+#ifdef FA_TEST_CUDA
+// Bytes of a device tensor that still hold DeviceProblem's 0xFF poison, against its size.
+void expect_untouched(const DeviceTensor& t, HostTensor& h, const char* what) {
+  const std::vector<unsigned char> bytes = t.bytes(h);
+  size_t poisoned = 0;
+  for (unsigned char x : bytes) poisoned += x == 0xFF;
+  EXPECT_EQ(poisoned, bytes.size()) << what;
 }
 #endif
 
@@ -72,11 +87,8 @@ class GpuSm75 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuSm75, ForwardMatchesReference) {
   std::string why;
-  if (skip_without_gpu(&why) || skip_head_dim_not_built(GetParam().head_dim, &why))
-    GTEST_SKIP() << why;
+  if (skip_without_sm75(GetParam().head_dim, &why)) GTEST_SKIP() << why;
 #ifdef FA_TEST_CUDA
-  if (skip_without_sm75_code(&why)) GTEST_SKIP() << why;
-  ASSERT_TRUE(why.empty()) << why;
   Problem pr(GetParam());
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
   const Tuning t = sm75_on();
@@ -93,10 +105,8 @@ INSTANTIATE_TEST_SUITE_P(Grid, GpuSm75, ::testing::ValuesIn(sm75_grid()), CaseTe
 // family runs the call in its place; out keeps its poison. The backward is refused by name too.
 TEST(GpuSm75Refusals, NonFp16AndBackwardAreRefusedByName) {
   std::string why;
-  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+  if (skip_without_sm75(64, &why)) GTEST_SKIP() << why;
 #ifdef FA_TEST_CUDA
-  if (skip_without_sm75_code(&why)) GTEST_SKIP() << why;
-  ASSERT_TRUE(why.empty()) << why;
   const Tuning t = sm75_on();
   for (const fa_dtype dt : {FA_DTYPE_BF16, FA_DTYPE_FP32}) {
     Case c;
@@ -114,10 +124,7 @@ TEST(GpuSm75Refusals, NonFp16AndBackwardAreRefusedByName) {
     EXPECT_EQ(internal::workspace_size(&dev.p, Pass::Forward, t, &bytes), FA_ERROR_UNSUPPORTED);
     EXPECT_EQ(internal::run(&dev.p, Pass::Forward, t, nullptr, 0, nullptr), FA_ERROR_UNSUPPORTED);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::vector<unsigned char> out = dev.out.bytes(pr.out);
-    size_t poisoned = 0;
-    for (unsigned char x : out) poisoned += x == 0xFF;
-    EXPECT_EQ(poisoned, out.size()) << "a refused call wrote out";
+    expect_untouched(dev.out, pr.out, "a refused call wrote out");
   }
   Case c;
   c.dtype = FA_DTYPE_FP16;
@@ -133,10 +140,8 @@ TEST(GpuSm75Refusals, NonFp16AndBackwardAreRefusedByName) {
 // The LSE-less call (lse.data = NULL) gives the same out bytes and writes no LSE.
 TEST(GpuSm75Lse, NullLseGivesTheSameOut) {
   std::string why;
-  if (skip_without_gpu(&why) || skip_head_dim_not_built(128, &why)) GTEST_SKIP() << why;
+  if (skip_without_sm75(128, &why)) GTEST_SKIP() << why;
 #ifdef FA_TEST_CUDA
-  if (skip_without_sm75_code(&why)) GTEST_SKIP() << why;
-  ASSERT_TRUE(why.empty()) << why;
   Case c;
   c.dtype = FA_DTYPE_FP16;
   c.batch = 3;
@@ -158,10 +163,7 @@ TEST(GpuSm75Lse, NullLseGivesTheSameOut) {
   run_pass(without.p, false, &t);
   if (HasFatalFailure()) return;
   EXPECT_EQ(with.out.bytes(pr.out), without.out.bytes(pr.out));
-  const std::vector<unsigned char> lse = without.lse.bytes(pr.lse);
-  size_t poisoned = 0;
-  for (unsigned char x : lse) poisoned += x == 0xFF;
-  EXPECT_EQ(poisoned, lse.size()) << "the LSE tensor not passed was written";
+  expect_untouched(without.lse, pr.lse, "the LSE tensor not passed was written");
   expect_device_results(pr, with, false);
 #endif
 }
