@@ -49,14 +49,14 @@ spills=$(grep -E "spill stores" "$out/resources.log" | grep -vc " 0 bytes spill 
 
 tests=./$build/tests/fa_tests
 t0=$(date +%s)
-timeout 420 $tests --gtest_filter="$filter" > "$out/tests.log" 2>&1
+timeout 360 $tests --gtest_filter="$filter" > "$out/tests.log" 2>&1
 test_rc=$?
 test_line="tests: rc=$test_rc in $(( $(date +%s) - t0 ))s, $(grep -cE '^\[ +OK' "$out/tests.log") ok, $(grep -cE '^\[  SKIPPED' "$out/tests.log") skipped, $(grep -cE '^\[  FAILED' "$out/tests.log") failed lines"
 
 small='Grid/GpuSm75.*s256x512_d64_causal*:Grid/GpuSm75.*_d128_drop*:Grid/GpuSm75.*_d40_win50*:Grid/GpuSm75.*s256x512_d256'
 san_lines=()
 for tool in memcheck racecheck synccheck; do
-  timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 $tests --gtest_filter="$small" \
+  timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 $tests --gtest_filter="$small" \
     > "$out/$tool.log" 2>&1
   san_lines+=("$tool: rc=$? $(grep -cE '^\[ +OK' "$out/$tool.log") ok, $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|SYNCCHECK SUMMARY' "$out/$tool.log" | tr '\n' ' ')")
 done

@@ -8,12 +8,12 @@
 #include <string>
 
 #include "api/validate.h"
-#include "core/error.h"
 #include "cuda/instantiations/head_dims.h"
 #include "cuda/kernels/sm75/fwd_traits.h"
 #include "support.h"
 
 #ifdef FA_TEST_CUDA
+#include "core/cuda_backend.h"
 #include "cuda/fwd_sm75.h"
 #endif
 
@@ -45,12 +45,13 @@ TEST(Sm75Plan, EveryHeadDimFitsTuringSharedMemory) {
 }
 
 #ifdef FA_TEST_CUDA
-// The message and status of check_sm75_forward on a validated call of dtype dt, on a device of
+// The status and message of cuda-sm75's check (the backend table's) on a validated call of dtype dt, on a device of
 // compute capability major.minor; "" and FA_OK when the family takes it.
-std::pair<fa_status, std::string> sm75_check(fa_dtype dt, int major, int minor) {
+std::pair<fa_status, std::string> sm75_check(fa_dtype dt, int major, int minor,
+                                             int64_t head_dim = 64) {
   Case c;
   c.dtype = dt;
-  c.head_dim = 64;
+  c.head_dim = head_dim;
   c.seqlen_q = 5;
   c.seqlen_k = 7;
   c.pad = 8;
@@ -61,12 +62,9 @@ std::pair<fa_status, std::string> sm75_check(fa_dtype dt, int major, int minor) 
   ctx.device.major = major;
   ctx.device.minor = minor;
   ctx.tuning.sm75 = true;
-  try {
-    cuda::check_sm75_forward(p, ctx);
-    return {FA_OK, ""};
-  } catch (const ApiError& e) {
-    return {e.status(), e.what()};
-  }
+  const char* message = nullptr;  // the backend table's check: padding included
+  const fa_status st = cuda_backend().check(CudaFamily::Sm75, &p, 0, &ctx, &message);
+  return {st, st == FA_OK ? "" : message};
 }
 
 TEST(Sm75Plan, RefusalsNameTheFamilyAndTheReason) {
@@ -88,6 +86,15 @@ TEST(Sm75Plan, RefusalsNameTheFamilyAndTheReason) {
     EXPECT_EQ(st, FA_ERROR_BACKEND);
     EXPECT_NE(why.find("no sm75 code"), std::string::npos) << why;
   }
+  // A head dim that is not a multiple of 8 runs on padded copies, whose kernels have no sm_75
+  // code: refused on Turing, by name; on newer GPUs the padding runs (or the build lacks sm75).
+  const auto [turing, turing_why] = sm75_check(FA_DTYPE_FP16, 7, 5, 36);
+  EXPECT_EQ(turing, FA_ERROR_HEAD_DIM);
+  EXPECT_NE(turing_why.find("cuda-sm75: head_dim=36 must be a multiple of 8"), std::string::npos)
+      << turing_why;
+  const auto [hopper, hopper_why] = sm75_check(FA_DTYPE_FP16, 9, 0, 36);
+  EXPECT_TRUE(hopper == FA_OK || hopper_why.find("no sm75 code") != std::string::npos)
+      << hopper_why;
 }
 #endif
 

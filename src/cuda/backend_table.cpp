@@ -170,6 +170,12 @@ char* const kPlaceholder = reinterpret_cast<char*>(uintptr_t(256));
 void check(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
   if (f != CudaFamily::KvCache) refuse_kv_cache(p, family_name(f));
   refuse_bias(f, p, backward, ctx);
+  // On Turing only cuda-sm75's kernels have sm_75 code (FA_ARCHS' 75 entries build nothing
+  // else): the padded copies' kernels would not launch there.
+  if (f == CudaFamily::Sm75 && ctx.device.major < 8 && needs_head_dim_padding(p))
+    fail(FA_ERROR_HEAD_DIM, "cuda-sm75: head_dim=", p.head_dim, " must be a multiple of 8 on "
+         "CUDA device ", p.device.index, " (compute capability ", ctx.device.major, ".",
+         ctx.device.minor, "): the head-dim padding kernels are built for sm80 and later");
   if (pads(f, p)) return check_family(f, padded_params(p, backward, kPlaceholder), backward, ctx);
   check_family(f, p, backward, ctx);
 }
