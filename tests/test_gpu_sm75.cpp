@@ -4,8 +4,9 @@
 // compiled by the driver; scripts/gpu-sm75.sh). Every case must be taken by cuda-sm75 (asserted
 // through the registry) and match the fp64 reference by FlashAttention's rule, outputs poisoned:
 // the fp16 cases of the GPU grid (tests/test_gpu.cpp: every head dim, causal, window, softcap,
-// ALiBi, dropout, GQA / MQA, packed batches with empty sequences), a head dim that is not a
-// multiple of 8 (padded copies), negative scales and one-sided windows. bf16 is refused by name.
+// ALiBi, dropout, GQA / MQA, packed batches with empty sequences), head dims below their
+// kernel's and one that is not a multiple of 8 (padded copies), negative scales and one-sided
+// windows. bf16 is refused by name.
 // Skipped without a GPU, or in a build without sm75 code (FA_ARCHS has no 75 entry).
 #include <gtest/gtest.h>
 
@@ -17,20 +18,15 @@
 namespace fa::test {
 namespace {
 
-Tuning sm75_on() {
-  Tuning t;
-  t.sm75 = true;
-  return t;
-}
-
 std::vector<Case> sm75_grid() {
   std::vector<Case> cases;
   for (const Case& c : gpu_grid())
     if (c.dtype == FA_DTYPE_FP16) cases.push_back(c);
-  // Beyond the grid: padded head dims (40 on the d 64 kernel, 200 on d 224), a negative scale,
-  // a left-only window, causal with a window and ALiBi with softcap, MQA.
+  // Beyond the grid: head dims below their kernel's (40 on the d 64 kernel, 200 on d 224), one
+  // that is not a multiple of 8 (36: zero-padded copies), a negative scale, a left-only window,
+  // causal with a window, ALiBi with softcap, MQA.
   int n = 0;
-  for (const int64_t d : {40, 200, 128, 64})
+  for (const int64_t d : {40, 36, 200, 128})
     for (int feature = 0; feature < 4; ++feature) {
       Case c;
       c.seed = uint64_t(7500 + n++);
@@ -41,7 +37,7 @@ std::vector<Case> sm75_grid() {
       c.heads_kv = feature == 3 ? 1 : 2;
       c.seqlen_q = feature % 2 ? 113 : 300;
       c.seqlen_k = feature % 2 ? 203 : 77;
-      c.pad = 8;
+      c.pad = d % 8 == 0 ? 8 : 0;  // 16-byte rows where the kernels read the caller's tensors
       if (feature == 0) c.softmax_scale = -0.11f;
       if (feature == 1) c.window_left = 50;
       if (feature == 2) { c.causal = true; c.window_left = 64; }
@@ -51,17 +47,33 @@ std::vector<Case> sm75_grid() {
   return cases;
 }
 
+#ifdef FA_TEST_CUDA
+Tuning sm75_on() {
+  Tuning t;
+  t.sm75 = true;
+  return t;
+}
+
+// A short single-sequence call (40 queries, 56 keys) for the checks below.
+Case short_case(fa_dtype dtype, int64_t head_dim) {
+  Case c;
+  c.dtype = dtype;
+  c.head_dim = head_dim;
+  c.seqlen_q = 40;
+  c.seqlen_k = 56;
+  c.pad = 8;
+  return c;
+}
+
+#endif
+
 // True, with the reason, where this machine or build cannot run cuda-sm75 with head_dim: no GPU,
 // no kernel for the head dim, or no sm75 code in the build (the family's own refusal of a plain
 // fp16 call says so). Any other refusal of that call is a failure (recorded), and skips too.
 bool skip_without_sm75(int64_t head_dim, std::string* why) {
   if (skip_without_gpu(why) || skip_head_dim_not_built(head_dim, why)) return true;
 #ifdef FA_TEST_CUDA
-  Case c;
-  c.dtype = FA_DTYPE_FP16;
-  c.head_dim = 64;
-  c.pad = 8;
-  Problem pr(c);
+  Problem pr(short_case(FA_DTYPE_FP16, head_dim));
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
   const std::string f = family_of(dev.p, Pass::Forward, sm75_on());
   if (f == "cuda-sm75") return false;
@@ -109,13 +121,7 @@ TEST(GpuSm75Refusals, NonFp16AndBackwardAreRefusedByName) {
 #ifdef FA_TEST_CUDA
   const Tuning t = sm75_on();
   for (const fa_dtype dt : {FA_DTYPE_BF16, FA_DTYPE_FP32}) {
-    Case c;
-    c.dtype = dt;
-    c.head_dim = 64;
-    c.seqlen_q = 40;
-    c.seqlen_k = 56;
-    c.pad = 8;
-    Problem pr(c);
+    Problem pr(short_case(dt, 64));
     DeviceProblem dev(pr, FA_BACKEND_AUTO);
     const std::string f = family_of(dev.p, Pass::Forward, t);
     EXPECT_NE(f.find("cuda-sm75"), std::string::npos) << f;
@@ -126,11 +132,7 @@ TEST(GpuSm75Refusals, NonFp16AndBackwardAreRefusedByName) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     expect_untouched(dev.out, pr.out, "a refused call wrote out");
   }
-  Case c;
-  c.dtype = FA_DTYPE_FP16;
-  c.head_dim = 64;
-  c.pad = 8;
-  Problem pr(c);
+  Problem pr(short_case(FA_DTYPE_FP16, 64));
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
   const std::string f = family_of(dev.p, Pass::Backward, t);
   EXPECT_NE(f.find("cuda-sm75: forward only"), std::string::npos) << f;
