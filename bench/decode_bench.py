@@ -11,6 +11,8 @@ table). Every cell's cache is full (cache_seqlens = cache length) and the querie
 there; the 4 x 3 / 2 masked scores are noise at these lengths).
 --append adds, per dense cell, ours with the step's seqlen_q new keys / values appended and
 rotary (rotary_dim 128) on them and q: the flash_attn_with_kvcache call a decoding model makes.
+--dtype fp8: q, the cache and the new keys in e4m3 (torch.float8_e4m3fn), out bf16, ours only
+(SDPA takes no e4m3), the append without rotary; K / V bytes count one byte an element.
 
 Timing: every backend by CUDA-graph replay (one graph per input set, captured after a warm-up
 call), as serving engines run decode, so that host overhead does not decide the small cells;
@@ -25,7 +27,7 @@ to heads_q (then its bytes are still counted as the logical K / V: what a user r
   python3 bench/decode_bench.py --json out.json [--quick] [--commit SHA] [--append]
       [--batches 1,8] [--caches 1024,...] [--heads 32/8,32/32] [--sq 1,4] [--pages 0,16,256]
       [--backends flashattn,torch-cudnn,torch-fa2] [--splits 1,3,8] [--repeats 30] [--rounds N]
-      [--max-gb 40]
+      [--max-gb 40] [--dtype fp8]
       [--device cpu]   (a smoke run on the CPU backend: eager, ours only)
 """
 import argparse
@@ -46,9 +48,10 @@ D = 128
 DTYPE = torch.bfloat16
 
 
-def cell_sets(b, s, hq, hk, sq, page, append, device, nsets):
+def cell_sets(b, s, hq, hk, sq, page, append, device, nsets, fp8=False):
     """nsets input sets of one cell: q, the cache (dense (b, s, hk, d) or paged with a random
-    block table), cache_seqlens, and with append the new keys / values and rotary tables."""
+    block table), cache_seqlens, and with append the new keys / values and rotary tables (fp8:
+    q, the cache and the new keys / values in e4m3, no rotary: the library refuses it with fp8)."""
     sets = []
     for _ in range(nsets):
         st = {"q": torch.randn(b, sq, hq, D, device=device, dtype=DTYPE)}
@@ -69,6 +72,12 @@ def cell_sets(b, s, hq, hk, sq, page, append, device, nsets):
             angle = torch.arange(s + sq, device=device, dtype=torch.float32)[:, None] * \
                 10000.0 ** (-torch.arange(0, D, 2, device=device, dtype=torch.float32) / D)
             st["cos"], st["sin"] = angle.cos().to(DTYPE), angle.sin().to(DTYPE)
+        if fp8:
+            for key in ("q", "k", "v", "k_new", "v_new"):
+                if key in st:
+                    st[key] = st[key].to(torch.float8_e4m3fn)
+            st.pop("cos", None)
+            st.pop("sin", None)
         sets.append(st)
     return sets
 
@@ -76,8 +85,8 @@ def cell_sets(b, s, hq, hk, sq, page, append, device, nsets):
 def ours(st, append, splits=0):
     if append:
         return flashattn.flash_attn_with_kvcache(
-            st["q"], st["k"], st["v"], k=st["k_new"], v=st["v_new"], rotary_cos=st["cos"],
-            rotary_sin=st["sin"], cache_seqlens=st["seqlens"], block_table=st["table"],
+            st["q"], st["k"], st["v"], k=st["k_new"], v=st["v_new"], rotary_cos=st.get("cos"),
+            rotary_sin=st.get("sin"), cache_seqlens=st["seqlens"], block_table=st["table"],
             num_splits=splits)
     return flashattn.flash_attn_with_kvcache(st["q"], st["k"], st["v"],
                                              cache_seqlens=st["seqlens"],
@@ -160,11 +169,18 @@ def main():
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--max-gb", type=float, default=40.0)
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"),
+                    help="fp8: q, the cache and appended keys in e4m3 (out bf16), ours only; "
+                         "append without rotary")
     a = ap.parse_args()
     if a.quick:
         a.batches, a.caches = "1,64", "4096,131072"
     dev = a.device
     backends = a.backends.split(",") if dev == "cuda" else ["flashattn"]
+    fp8 = a.dtype == "fp8"
+    if fp8:  # SDPA takes no e4m3 inputs
+        backends = [n for n in backends if n.startswith("flashattn")]
+    elem = 1 if fp8 else 2  # bytes of an input element (out stays bf16)
     if a.splits and "flashattn" in backends:
         at = backends.index("flashattn") + 1
         backends[at:at] = [f"flashattn-s{int(n)}" for n in a.splits.split(",")]
@@ -177,15 +193,15 @@ def main():
         hq, hk = (int(x) for x in heads.split("/"))
         for b in (int(x) for x in a.batches.split(",")):
             for s in (int(x) for x in a.caches.split(",")):
-                kv_bytes = 2 * b * s * hk * D * 2
+                kv_bytes = 2 * b * s * hk * D * elem
                 if kv_bytes > a.max_gb * 1e9:
                     continue
                 for sq in (int(x) for x in a.sq.split(",")):
                     for page in (int(x) for x in a.pages.split(",")):
                         for append in ([False, True] if a.append and page == 0 else [False]):
                             nsets = 3 if kv_bytes < 256e6 else 1
-                            sets = cell_sets(b, s, hq, hk, sq, page, append, dev, nsets)
-                            cell = dict(op="decode", dtype="bf16", d=D, b=b, h=hq, h_k=hk, s_q=sq,
+                            sets = cell_sets(b, s, hq, hk, sq, page, append, dev, nsets, fp8)
+                            cell = dict(op="decode", dtype=a.dtype, d=D, b=b, h=hq, h_k=hk, s_q=sq,
                                         s_k=s, paged=page > 0, page_size=page, append=append)
                             calls = {}
                             for name in backends:
@@ -208,7 +224,7 @@ def main():
                             for order in round_orders(list(calls), a.rounds):
                                 for n in order:
                                     times[n].append(median_ms(calls[n][1], a.repeats, dev))
-                            nbytes = kv_bytes + 2 * b * sq * hq * D * 2
+                            nbytes = kv_bytes + b * sq * hq * D * (elem + 2)  # q, out
                             for n, (eager, _, how) in calls.items():
                                 ms = statistics.median(times[n])
                                 row = dict(cell, backend=n, ms=ms, ms_rounds=times[n],

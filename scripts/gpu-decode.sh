@@ -51,7 +51,7 @@ case $mode in
     build "flashattn fa_tests"
     tests=./build-gpu/tests/fa_tests
     t0=$(date +%s)
-    kv='Grid/GpuKvFamily*:Paged/GpuKvFamily*:GpuKvFamilyDispatch*:Grid/GpuKvUpdate*:GpuKvHostile*'
+    kv='Grid/GpuKvFamily*:Paged/GpuKvFamily*:Fp8/GpuKvFamily*:GpuKvFamilyDispatch*:Grid/GpuKvUpdate*:GpuKvHostile*'
     pids=()
     for i in 0 1 2 3; do
       GTEST_TOTAL_SHARDS=4 GTEST_SHARD_INDEX=$i timeout 240 $tests --gtest_filter="$kv" \

@@ -132,6 +132,7 @@ class DeviceTensor {
 struct DeviceProblem {
   DeviceTensor q, k, v, out, lse, dout, dq, dk, dv;
   std::unique_ptr<DeviceTensor> cu_q, cu_k, alibi, bias;
+  std::unique_ptr<DeviceTensor> q_descale, k_descale, v_descale;  // fp8 (Case::descale)
   // A paged problem's cache (k, v above then hold the same keys densely, unused) and lengths.
   std::unique_ptr<DeviceTensor> k_pages, v_pages, block_table, cache_seqlens;
   fa_params p;
@@ -155,6 +156,14 @@ struct DeviceProblem {
     if (pr.c.has_bias()) {
       bias = std::make_unique<DeviceTensor>(pr.bias, false);
       p.attn_bias = bias->view();
+    }
+    if (pr.q_descale.data()) {
+      q_descale = std::make_unique<DeviceTensor>(pr.q_descale, false);
+      k_descale = std::make_unique<DeviceTensor>(pr.k_descale, false);
+      v_descale = std::make_unique<DeviceTensor>(pr.v_descale, false);
+      p.q_descale = q_descale->view();
+      p.k_descale = k_descale->view();
+      p.v_descale = v_descale->view();
     }
     if (pr.block_table.data()) {
       k_pages = std::make_unique<DeviceTensor>(pr.k_pages, false);

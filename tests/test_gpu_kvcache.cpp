@@ -165,6 +165,65 @@ std::vector<Case> paged_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Paged, GpuKvFamily, ::testing::ValuesIn(paged_cases()), CaseTestName{});
 
+// fp8 e4m3 inputs (converted to fp16 as they land in shared memory), out in bf16 or fp16, with
+// and without per-(batch, kv head) descales: plain calls over head dims 32-256 (48: a row's last
+// 16-byte chunk past head_dim) with each feature, GQA 4 and 8, strided rows (16-element padding:
+// fp8 rows move in 16-byte chunks), a packed batch, and paged caches (pages of 1, 16 and 37).
+std::vector<Case> fp8_cases() {
+  std::vector<Case> out;
+  uint64_t seed = 26800;
+  const std::vector<std::pair<int, int>> lens{{1, 1000}, {4, 777}, {113, 203}, {1, 65}};
+  int n = 0;
+  for (const int d : {128, 64, 256, 96, 32, 48, 160})
+    for (int feature = 0; feature < 6; ++feature) {
+      Case c;
+      c.dtype = FA_DTYPE_FP8_E4M3;
+      c.out_dtype = (n % 2) ? FA_DTYPE_FP16 : FA_DTYPE_BF16;
+      c.descale = n % 3 != 2;
+      c.batch = 2;
+      c.heads_kv = 2;
+      c.heads_q = c.heads_kv * ((n % 3 == 0) ? 4 : (n % 3 == 1) ? 8 : 1);
+      c.head_dim = d;
+      c.seqlen_q = lens[size_t(n % 4)].first;
+      c.seqlen_k = lens[size_t(n % 4)].second;
+      if (feature == 1) c.causal = true;
+      if (feature == 2) { c.window_left = 50; c.window_right = 0; }
+      if (feature == 3) c.softcap = 20.f;
+      if (feature == 4) { c.alibi = true; c.causal = true; }
+      if (feature == 5) {
+        c.batch = 3;
+        c.lens_q = {int32_t(c.seqlen_q), 0, 3};
+        c.lens_k = {int32_t(c.seqlen_k), 9, 130};
+        c.causal = (n % 2) == 1;
+      }
+      c.strided = n % 4 == 1;
+      c.pad = 16;
+      c.seed = seed++;
+      ++n;
+      out.push_back(c);
+    }
+  for (const int64_t page : {1, 16, 37}) {
+    Case c;
+    c.dtype = FA_DTYPE_FP8_E4M3;
+    c.out_dtype = page == 16 ? FA_DTYPE_FP16 : FA_DTYPE_BF16;
+    c.descale = true;
+    c.batch = 3;
+    c.heads_kv = 2;
+    c.heads_q = 8;
+    c.head_dim = 128;
+    c.page_size = page;
+    c.seqlen_q = 1;
+    c.seqlen_k = 700;
+    c.cache_lens = {700, 0, 333};
+    c.causal = true;
+    c.seed = seed++;
+    out.push_back(c);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fp8, GpuKvFamily, ::testing::ValuesIn(fp8_cases()), CaseTestName{});
+
 // Hostile index arrays of a KV-cache call (device memory the host does not read): with
 // check_inputs they are refused as the CPU refuses them, naming the entry, before anything is
 // written; without it the call runs (the kernels clamp every value into the cache), its results
@@ -245,18 +304,24 @@ TEST(GpuKvHostile, CheckedRefusedUncheckedClamped) {
 // Which family takes what: by default plain calls stay with the flash families and a split call
 // goes to cuda-kvcache; dropout never does (the family refuses it, and the others refuse the
 // split, naming cuda-kvcache's).
-TEST(GpuKvFamilyDispatch, WhoTakesWhat) {
-  std::string why;
-  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+// A decode step of 8 query heads over 2 against 300 keys, the dispatch tests' call.
+Case decode_step(fa_dtype dtype) {
   Case c;
-  c.dtype = FA_DTYPE_BF16;
+  c.dtype = dtype;
+  if (dtype == FA_DTYPE_FP8_E4M3) c.out_dtype = FA_DTYPE_BF16;
   c.batch = 2;
   c.heads_q = 8;
   c.heads_kv = 2;
   c.head_dim = 128;
   c.seqlen_q = 1;
   c.seqlen_k = 300;
-  Problem pr(c);
+  return c;
+}
+
+TEST(GpuKvFamilyDispatch, WhoTakesWhat) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+  Problem pr(decode_step(FA_DTYPE_BF16));
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
   EXPECT_TRUE(is_flash_family(family(dev.p, Tuning{}))) << family(dev.p, Tuning{});
   dev.p.num_splits = 4;
@@ -264,6 +329,35 @@ TEST(GpuKvFamilyDispatch, WhoTakesWhat) {
   dev.p.dropout_p = 0.1f;
   EXPECT_NE(family(dev.p, Tuning{}), "cuda-kvcache");
   EXPECT_NE(family(dev.p, Tuning{}).find("dropout"), std::string::npos) << family(dev.p, Tuning{});
+}
+
+// fp8 inputs on CUDA: a KV-cache or split call goes to cuda-kvcache; a plain call is refused,
+// naming fp8 and the calls that take it; a head_dim that is not a multiple of 16 is refused by
+// name; out and the inputs keep their bytes.
+TEST(GpuKvFamilyDispatch, Fp8TakenByTheKvCacheFamilyAlone) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << why;
+  Case c = decode_step(FA_DTYPE_FP8_E4M3);
+  Problem pr(c);
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  const std::string plain = family(dev.p, Tuning{});
+  EXPECT_NE(plain.find("fp8_e4m3"), std::string::npos) << plain;
+  EXPECT_NE(plain.find("cuda-kvcache"), std::string::npos) << plain;
+  EXPECT_EQ(fa_forward(&dev.p, nullptr, 0, nullptr), FA_ERROR_UNSUPPORTED) << fa_last_error();
+  dev.out.copy_to(pr.out);
+  bool poisoned = true;
+  for (int64_t i = 0; i < pr.out.numel(); ++i) poisoned &= std::isnan(pr.out.get(i));
+  EXPECT_TRUE(poisoned) << "a refused call wrote out";
+  dev.p.num_splits = 2;
+  EXPECT_EQ(family(dev.p, Tuning{}), "cuda-kvcache");
+
+  c.head_dim = 40;  // a multiple of 8, not of 16
+  Problem pr40(c);
+  DeviceProblem dev40(pr40, FA_BACKEND_AUTO);
+  dev40.p.num_splits = 2;
+  const std::string refusal = family(dev40.p, Tuning{});
+  EXPECT_NE(refusal.find("head_dim=40"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("multiple of 16"), std::string::npos) << refusal;
 }
 
 #else

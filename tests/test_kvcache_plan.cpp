@@ -21,6 +21,16 @@ TEST(KvCachePlan, SharedMemoryFitsEveryPart) {
     EXPECT_LE(smem_bytes(d), kSmemLimit);
   }
   EXPECT_EQ(smem_bytes(128), 2 * 128 * (16 + 4 * kStages * 2 * kBlockN));
+  // fp8 inputs: a warp's stages as bytes and one converted 16-bit (K, V) pair; never more than
+  // the 16-bit ring with two stages, less where head_dim is below its 64-column padding.
+  for (int d : {32, 64, 96, 128, 160, 192, 224, 256}) {
+    SCOPED_TRACE(d);
+    EXPECT_LE(smem_bytes(d, true), smem_bytes(d));
+    EXPECT_EQ(smem_bytes(d, true) - 2 * padded_cols(d) * kBlockM,
+              warps_for(d) * (kStages * 2 * kBlockN * d + 2 * 2 * kBlockN * padded_cols(d)));
+  }
+  EXPECT_LT(smem_bytes(32, true), smem_bytes(32));
+  EXPECT_EQ(sm80_shape(128, true).smem, smem_bytes(128, true));
 }
 
 TEST(KvCachePlan, RowTilesPackTheGroup) {

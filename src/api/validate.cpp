@@ -923,9 +923,8 @@ void check_bias_cpu_only(const fa_params& p, bool backward) {
 // implemented for fp8 here). Dtypes of k, v and out are the role table's (kDtypeRows).
 void check_fp8(const fa_params& p, bool backward) {
   if (p.q.dtype != FA_DTYPE_FP8_E4M3) return;
-  if (p.q.device.type != FA_DEVICE_CPU)
-    fail(FA_ERROR_UNSUPPORTED, "q.dtype=fp8_e4m3 is supported on the CPU backend only in this "
-         "build: no CUDA kernel implements fp8 yet (issue 30)");
+  // On CUDA tensors the families take or refuse fp8 (cuda/backend.cu, check_forward_args: the
+  // KV-cache family reads it).
   auto refuse = [](const char* what) {
     fail(FA_ERROR_UNSUPPORTED, what, " with q.dtype=fp8_e4m3 is not supported: the fp8 path is "
          "an inference forward");

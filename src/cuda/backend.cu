@@ -20,12 +20,15 @@ namespace {
 constexpr int kBuiltHeadDims[] = {FA_SM80_FWD_DIMS};
 
 void check_view_alignment(const View& v, const char* name) {
-  // cp.async moves 16-byte chunks: the base and every row must start on a 16-byte boundary.
+  // cp.async moves 16-byte chunks: the base and every row must start on a 16-byte boundary
+  // (strides in multiples of 8 elements of 16 bits, 16 of fp8).
   if (reinterpret_cast<uintptr_t>(v.data) % 16 != 0)
     fail(FA_ERROR_ALIGNMENT, name, ".data=", v.data, " must be 16-byte aligned for the CUDA kernels");
+  const int64_t chunk = 16 / dtype_size(v.dtype);
   for (int64_t s : {v.stride_b, v.stride_s, v.stride_h})
-    if (s % 8 != 0)
-      fail(FA_ERROR_ALIGNMENT, name, " stride ", s, " (elements) must be a multiple of 8 for the CUDA kernels");
+    if (s % chunk != 0)
+      fail(FA_ERROR_ALIGNMENT, name, " stride ", s, " (elements) must be a multiple of ", chunk,
+           " for the CUDA kernels");
 }
 
 template <typename Tag>
@@ -51,13 +54,13 @@ void run_bwd_tag(const Params& p, const Context& ctx, void* ws, cudaStream_t s) 
 
 int kernel_head_dim(int64_t head_dim) { return smallest_fit(kBuiltHeadDims, head_dim); }
 
-void check_forward(const Params& p, const Context& ctx) {
+void check_forward(const Params& p, const Context& ctx, bool fp8_ok) {
   check_cuda_backend(p);
   const DeviceProps& dev = ctx.device;
   if (dev.major < 8)
     fail(FA_ERROR_BACKEND, "CUDA device ", p.device.index, " has compute capability ", dev.major,
          ".", dev.minor, "; the CUDA kernels of this build need >= 8.0");
-  check_forward_args(p);
+  check_forward_args(p, fp8_ok);
 }
 
 void check_cuda_backend(const Params& p) {
@@ -66,14 +69,18 @@ void check_cuda_backend(const Params& p) {
          p.device.index);
 }
 
-void check_forward_args(const Params& p) {
+void check_forward_args(const Params& p, bool fp8_ok) {
   if (p.dtype == DType::F32)
     fail(FA_ERROR_UNSUPPORTED, "q.dtype=fp32 on CUDA: the GPU kernels take fp16 or bf16");
-  // fp8 e4m3 (fa_params 0.5): validation refuses it for CUDA tensors until a family takes it;
-  // every kernel behind this check would read its bytes as fp16 (issue 30).
-  if (p.dtype == DType::E4M3)
-    fail(FA_ERROR_UNSUPPORTED, "q.dtype=fp8_e4m3 on CUDA: the GPU kernels take fp16 or bf16 "
-         "(no fp8 kernel yet)");
+  // fp8 e4m3 (fa_params 0.5): cuda-kvcache reads it (KV-cache and split calls); every other
+  // kernel behind this check would read its bytes as fp16 (issue 30: the Hopper fp8 forward).
+  if (p.dtype == DType::E4M3 && !fp8_ok)
+    fail(FA_ERROR_UNSUPPORTED, "q.dtype=fp8_e4m3 on CUDA: only KV-cache calls (cuda-kvcache: a "
+         "cache's fields or num_splits > 1) take fp8 in this build; the other GPU kernels take "
+         "fp16 or bf16");
+  if (p.dtype == DType::E4M3 && p.head_dim % 16 != 0)
+    fail(FA_ERROR_HEAD_DIM, "head_dim=", p.head_dim, " must be a multiple of 16 with fp8 inputs "
+         "on CUDA");
   if (p.head_dim % 8 != 0)
     fail(FA_ERROR_HEAD_DIM, "head_dim=", p.head_dim, " must be a multiple of 8 on CUDA");
   if (kernel_head_dim(p.head_dim) == 0)

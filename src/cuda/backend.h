@@ -21,11 +21,13 @@ void copy_to_host_sync(void* dst, const void* src, size_t bytes, int device, voi
 
 // Throws ApiError when no kernel of this build can run the forward (arch, dtype, head_dim,
 // alignment, unsupported feature). ctx: the device's properties and the knobs (core/tuning.h).
-void check_forward(const Params& p, const Context& ctx);
+// fp8_ok: the family reads fp8 e4m3 inputs (cuda-kvcache); then their head_dim must be a
+// multiple of 16 (16-byte chunks of a row).
+void check_forward(const Params& p, const Context& ctx, bool fp8_ok = false);
 // check_forward's parts that hold for every tiled family whatever the device: backend=REFERENCE
 // refused (check_cuda_backend); dtype, head_dim, sizes and 16-byte alignment (check_forward_args).
 void check_cuda_backend(const Params& p);
-void check_forward_args(const Params& p);
+void check_forward_args(const Params& p, bool fp8_ok = false);
 void forward(const Params& p, const Context& ctx, void* stream);
 
 // The built head dim whose kernels serve head_dim (the smallest of FA_HEAD_DIMS >= head_dim);

@@ -85,7 +85,7 @@ void check_family(CudaFamily f, const Params& p, bool backward, const Context& c
         fail(FA_ERROR_HEAD_DIM, "cuda-kvcache: head_dim=", p.head_dim, " must be a multiple of 8 "
              "with a KV cache (the other CUDA families pad other head dims; a cache is not "
              "copied)");
-      check_forward(p, ctx);
+      check_forward(p, ctx, /*fp8_ok=*/true);
       const std::string why = kvcache_refusal(p, ctx);
       if (!why.empty()) fail(FA_ERROR_UNSUPPORTED, "cuda-kvcache: ", why);
       return;

@@ -27,8 +27,10 @@ struct WorkspaceLayout;
 // launch.
 Plan plan_of(const Params& p, const Context& ctx);
 WorkspaceLayout layout_of(const Params& p, const Plan& plan);
-// Per 16-bit type (kvcache_bf16.cu, kvcache_fp16.cu): the launches of one call.
-template <typename Tag>
+// Per input type (kvcache_bf16.cu, kvcache_fp16.cu, kvcache_fp8.cu): the launches of one call.
+// Tag: the products' 16-bit type (fp16 for fp8 inputs, converted on load); kFp8: q, k, v are
+// e4m3; OutTag: out's type.
+template <typename Tag, bool kFp8, typename OutTag>
 void run(const Params& p, const Context& ctx, void* workspace, size_t bytes, void* stream);
 }  // namespace kvcache
 

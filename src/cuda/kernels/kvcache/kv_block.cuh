@@ -12,6 +12,7 @@
 #include "core/mask.h"
 #include "core/params.h"
 #include "cuda/arch/cp_async.cuh"
+#include "cuda/arch/cvt_fp8.cuh"
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/kernels/kvcache/kv_seq.cuh"
 #include "cuda/kernels/kvcache/plan.h"
@@ -48,9 +49,10 @@ struct BlockKeys {
   int lo[2], hi[2], pos[2];
   float slope[2];
   bool transform;    // softcap, ALiBi or a non-positive scale: logits transformed in the mask pass
+  float scale;       // softmax_scale times the block's q and k descales (fp8; else 1)
   float scale_log2;  // the softmax's factor on the (raw or transformed) scores
 };
-template <int kN>
+template <int kN, bool kFp8>
 __device__ __forceinline__ BlockKeys block_keys(const Params& p, const KvArgs& a, const KvSeq& sq,
                                                 int64_t b, int64_t hk, int r0, int rows_total,
                                                 int split, int g) {
@@ -70,8 +72,11 @@ __device__ __forceinline__ BlockKeys block_keys(const Params& p, const KvArgs& a
     k.key_lo = s0;
     k.key_hi = s1;
   }
-  k.transform = p.softcap > 0.f || p.alibi_slopes != nullptr || p.softmax_scale <= 0.f;
-  k.scale_log2 = k.transform ? kLog2e : p.softmax_scale * kLog2e;
+  // fp8: the rows' q heads and the keys share one (batch, kv head) descale each (validation
+  // refuses descales with other inputs).
+  k.scale = kFp8 ? p.softmax_scale * p.q_descale.at(b, hk) * p.k_descale.at(b, hk) : p.softmax_scale;
+  k.transform = p.softcap > 0.f || p.alibi_slopes != nullptr || k.scale <= 0.f;
+  k.scale_log2 = k.transform ? kLog2e : k.scale * kLog2e;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int pr = r0 + g + 8 * r, qi = pr / group;
@@ -103,7 +108,7 @@ __device__ __forceinline__ void kv_transform_mask(const Params& p, const BlockKe
         const int key = k0 + 8 * nt + 2 * t + e;
         float x = s[0][nt][2 * r + e];
         if (keys.transform) {
-          x *= p.softmax_scale;
+          x *= keys.scale;
           if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
           x -= keys.slope[r] * fabsf(float(keys.pos[r] - key));
         }
@@ -118,8 +123,25 @@ template <class T>
 __device__ __forceinline__ void copy_q_tile(const Params& p, const KvArgs& a, const KvSeq& sq,
                                             int64_t b, int64_t hk, int r0, int rows_total,
                                             uint16_t* sQ, int tid, int threads) {
-  constexpr int kCpr = T::kHeadDim / 8;  // 16-byte chunks a row
   const int d = int(p.head_dim), group = a.group;
+  if constexpr (T::kFp8) {
+    // 16 e4m3 a chunk, loaded, converted and stored as two 16-byte fp16 chunks (no cp.async:
+    // the __syncthreads after the first K / V stages' wait publishes them).
+    constexpr int kCpr8 = T::kHeadDim / 16;
+    for (int c = tid; c < kBlockM * kCpr8; c += threads) {
+      const int r = c / kCpr8, col = (c % kCpr8) * 16, pr = r0 + r;
+      uint4 raw = make_uint4(0u, 0u, 0u, 0u);
+      if (pr < rows_total && col < d)
+        raw = *reinterpret_cast<const uint4*>(
+            p.q.at<const uint8_t>(b, sq.q_start + pr / group, hk * group + pr % group) + col);
+      uint4 half[2];
+      e4m3x16_to_f16x16(raw, half);
+      *reinterpret_cast<uint4*>(sQ + T::QTile::offset(r, col)) = half[0];
+      *reinterpret_cast<uint4*>(sQ + T::QTile::offset(r, col + 8)) = half[1];
+    }
+    return;
+  }
+  constexpr int kCpr = T::kHeadDim / 8;  // 16-byte chunks a row
   for (int c = tid; c < kBlockM * kCpr; c += threads) {
     const int r = c / kCpr, col = (c % kCpr) * 8, pr = r0 + r;
     const bool valid = pr < rows_total && col < d;
@@ -174,6 +196,42 @@ __device__ __forceinline__ void copy_rows(const Params& p, const KvRows& rows, u
   }
 }
 
+// copy_rows for fp8 inputs: a tile's K and V rows as bytes (kHeadDim a row, row-major) into
+// stK and stV, 16-e4m3 chunks by cp.async; lane j takes chunks j, j + 32, ... of each, which
+// convert_rows_fp8 then converts (so a lane reads back only what it copied). Rows from key_hi
+// and chunks past head_dim arrive as zeros.
+template <class T>
+__device__ __forceinline__ void copy_rows_fp8(const Params& p, const KvRows& rows, uint8_t* stK,
+                                              uint8_t* stV, int lane) {
+  constexpr int kN = T::kBlockN, kCpr = T::kHeadDim / 16;
+  static_assert((kN * kCpr) % 32 == 0, "every lane copies as many chunks");
+  const int d = int(p.head_dim);
+  const uint8_t* kbase = static_cast<const uint8_t*>(p.k.data);
+  const uint8_t* vbase = static_cast<const uint8_t*>(p.v.data);
+#pragma unroll
+  for (int i = 0; i < kN * kCpr / 32; ++i) {
+    const int c = lane + 32 * i, r = c / kCpr, col = (c % kCpr) * 16;
+    const int64_t rk = __shfl_sync(0xffffffffu, rows.ok, r), rv = __shfl_sync(0xffffffffu, rows.ov, r);
+    const bool valid = ((rows.rows_ok >> r) & 1u) != 0 && col < d;
+    cp_async_16(smem_addr(stK + r * T::kHeadDim + col), valid ? kbase + rk + col : kbase, valid);
+    cp_async_16(smem_addr(stV + r * T::kHeadDim + col), valid ? vbase + rv + col : vbase, valid);
+  }
+}
+
+// A staged fp8 tile (copy_rows_fp8's layout) into a 16-bit KvTile, each lane its own chunks.
+template <class T>
+__device__ __forceinline__ void convert_rows_fp8(const uint8_t* st, uint16_t* tile, int lane) {
+  constexpr int kN = T::kBlockN, kCpr = T::kHeadDim / 16;
+#pragma unroll
+  for (int i = 0; i < kN * kCpr / 32; ++i) {
+    const int c = lane + 32 * i, r = c / kCpr, col = (c % kCpr) * 16;
+    uint4 half[2];
+    e4m3x16_to_f16x16(*reinterpret_cast<const uint4*>(st + r * T::kHeadDim + col), half);
+    *reinterpret_cast<uint4*>(tile + T::KvTile::offset(r, col)) = half[0];
+    *reinterpret_cast<uint4*>(tile + T::KvTile::offset(r, col + 8)) = half[1];
+  }
+}
+
 // The merge's scratch (floats): per warp its O rows (padded by 8 floats against bank conflicts),
 // then per warp its row maxima and sums.
 template <int kHeadDim, int kWarps>
@@ -191,7 +249,7 @@ __device__ __forceinline__ void merge_store(const Params& p, const KvArgs& a, co
                                             const sm80::FwdState<1>& st,
                                             const float (&o)[1][T::kHeadDim / 8][4],
                                             float* scratch, int tid, Sync sync) {
-  using Tag = typename T::Tag;
+  using Tag = typename T::OutTag;
   constexpr int kStride = T::kHeadDim + 8, kCpr = T::kHeadDim / 8;
   float* red_o = scratch;
   float* red_m = red_o + kWarps * kBlockM * kStride;
@@ -231,7 +289,8 @@ __device__ __forceinline__ void merge_store(const Params& p, const KvArgs& a, co
     l_sum += f[w] * red_l[w * kBlockM + r];
   }
   const bool empty = l_sum == 0.f;  // no visible key in this part: O = 0, LSE = -inf
-  const float inv = empty ? 0.f : 1.f / l_sum;
+  // v's descale (fp8; else 1) scales O: a split's partials carry it into the merge.
+  const float inv = empty ? 0.f : (T::kFp8 ? p.v_descale.at(b, hk) : 1.f) / l_sum;
   const int d = int(p.head_dim);
   const int qi = pr / a.group;
   const int64_t h = hk * a.group + pr % a.group;
@@ -260,7 +319,7 @@ __device__ __forceinline__ void merge_store(const Params& p, const KvArgs& a, co
   }
   if (tid % kPerRow == 0) {
     // LSE in natural units: the max is in raw-score units unless the logits were transformed.
-    const float m_nat = keys.transform ? m_top : m_top * p.softmax_scale;
+    const float m_nat = keys.transform ? m_top : m_top * keys.scale;
     const float lse = empty ? sm80::kNegInf : m_nat + logf(l_sum);
     if (a.splits > 1)
       a.part_lse[split * a.part_rows + prow] = lse;

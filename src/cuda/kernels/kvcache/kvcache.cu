@@ -20,7 +20,8 @@ std::string kvcache_refusal(const Params& p, const Context&) {
 namespace kvcache {
 Plan plan_of(const Params& p, const Context& ctx) {
   return make_plan(p.batch, p.heads_kv, p.seqlen_q, p.group(), p.seqlen_k, p.num_splits,
-                   sm80_shape(kernel_head_dim(p.head_dim)), ctx.device.sms, ctx.device.smem_optin);
+                   sm80_shape(kernel_head_dim(p.head_dim), p.dtype == DType::E4M3), ctx.device.sms,
+                   ctx.device.smem_optin);
 }
 WorkspaceLayout layout_of(const Params& p, const Plan& plan) {
   return workspace_layout(p.total_q, p.heads_q, p.head_dim, p.rotary.dim > 0, plan.splits,
@@ -35,10 +36,16 @@ size_t kvcache_workspace(const Params& p, const Context& ctx) {
 void kvcache_forward(const Params& p, const Context& ctx, void* workspace, size_t bytes,
                      void* stream) {
   DeviceGuard guard(p.device.index);
-  if (p.dtype == DType::BF16)
-    kvcache::run<Bf16Tag>(p, ctx, workspace, bytes, stream);
-  else
-    kvcache::run<Fp16Tag>(p, ctx, workspace, bytes, stream);
+  if (p.dtype == DType::E4M3) {  // fp8 inputs: fp16 products, out in its own 16-bit type
+    if (p.out.dtype == DType::BF16)
+      kvcache::run<Fp16Tag, true, Bf16Tag>(p, ctx, workspace, bytes, stream);
+    else
+      kvcache::run<Fp16Tag, true, Fp16Tag>(p, ctx, workspace, bytes, stream);
+  } else if (p.dtype == DType::BF16) {
+    kvcache::run<Bf16Tag, false, Bf16Tag>(p, ctx, workspace, bytes, stream);
+  } else {
+    kvcache::run<Fp16Tag, false, Fp16Tag>(p, ctx, workspace, bytes, stream);
+  }
 }
 
 }  // namespace fa::cuda

@@ -2,5 +2,5 @@
 #include "cuda/kernels/kvcache/kvcache_launch.cuh"
 
 namespace fa::cuda::kvcache {
-template void run<Bf16Tag>(const Params&, const Context&, void*, size_t, void*);
+template void run<Bf16Tag, false, Bf16Tag>(const Params&, const Context&, void*, size_t, void*);
 }  // namespace fa::cuda::kvcache

@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/combine.h"
 #include "core/dtype.h"
@@ -45,9 +46,14 @@ namespace fa::cuda::kvcache {
 
 // The kernel's configuration: what the sm80 forward's warp-level parts (QkGemm, PvGemm,
 // softmax_update, pack_p) read of a traits struct, and the block's tiles, rings and threads.
-template <int kHeadDim_, typename Tag_>
+// Tag: the products' 16-bit type; kFp8: q, k, v are e4m3, converted to fp16 (Tag) as they land
+// in shared memory; OutTag: out's type (Tag's unless the inputs are fp8).
+template <int kHeadDim_, typename Tag_, bool kFp8_ = false, typename OutTag_ = Tag_>
 struct KvTraits {
   using Tag = Tag_;
+  using OutTag = OutTag_;
+  static constexpr bool kFp8 = kFp8_;
+  static_assert(!kFp8 || std::is_same_v<Tag, Fp16Tag>, "fp8 inputs are multiplied as fp16");
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kDropout = false;       // the family serves no dropout
   static constexpr int kMTiles = 1;             // one m16 tile: the block's 16 packed rows
@@ -62,9 +68,14 @@ struct KvTraits {
   static constexpr int kWarps = warps_for(kHeadDim);
   static constexpr int kThreads = 32 * kWarps;
   using KvTile = SwizzledTile<kBlockN, kHeadDim>;
-  static constexpr int kWarpElems = kStages * 2 * KvTile::kElems;  // a warp's ring
+  // A warp's ring, in 16-bit elements: its stages' (K, V) tiles; with fp8 inputs the stages'
+  // tiles as bytes (kHeadDim a row, kStageElems each) and then the 16-bit (K, V) pair they are
+  // converted into, one tile at a time.
+  static constexpr int kStageElems = kBlockN * kHeadDim / 2;
+  static constexpr int kWarpElems =
+      kFp8 ? kStages * 2 * kStageElems + 2 * KvTile::kElems : kStages * 2 * KvTile::kElems;
   static constexpr int kSmemBytes = 2 * (QTile::kElems + kWarps * kWarpElems);
-  static_assert(kSmemBytes == smem_bytes(kHeadDim), "plan.h's shared-memory figure");
+  static_assert(kSmemBytes == smem_bytes(kHeadDim, kFp8), "plan.h's shared-memory figure");
   static_assert(kSmemBytes <= kSmemLimit, "a block must fit sm86 / sm89's shared memory");
   // The merge's scratch goes over the rings (kv_block.cuh, merge_store).
   static_assert(4 * merge_floats<kHeadDim, kWarps>() <= 2 * kWarps * kWarpElems,
@@ -216,7 +227,7 @@ __global__ void __launch_bounds__(T::kThreads) kv_fwd_kernel(const __grid_consta
   const int group = a.group, rows_total = sq.len_q * group, r0 = tile * kBlockM;
   if (r0 >= rows_total) return;  // past this sequence's rows (packed batches: a shorter one)
 
-  const BlockKeys keys = block_keys<kN>(p, a, sq, b, hk, r0, rows_total, split, g);
+  const BlockKeys keys = block_keys<kN, T::kFp8>(p, a, sq, b, hk, r0, rows_total, split, g);
   const int key_lo = keys.key_lo, key_hi = keys.key_hi;
 
   // Q: the block's 16 rows, copied by every thread.
@@ -227,10 +238,18 @@ __global__ void __launch_bounds__(T::kThreads) kv_fwd_kernel(const __grid_consta
   const int n_tiles = (key_hi - key_lo + kN - 1) / kN;
   const int my_tiles = n_tiles > warp ? (n_tiles - warp + kW - 1) / kW : 0;
   uint16_t* ring = smem + QTile::kElems + warp * T::kWarpElems;
+  // A stage's K and V (16-bit tiles, or fp8 rows of bytes), and with fp8 the converted pair.
+  constexpr int kStagePair = T::kFp8 ? 2 * T::kStageElems : 2 * KvTile::kElems;
+  constexpr int kStageV = kStagePair / 2;
+  uint16_t* converted = ring + kS * kStagePair;  // fp8 only
   auto load_kv = [&](int i, int stage) {
-    uint16_t* sK = ring + stage * 2 * KvTile::kElems;
-    copy_rows<T>(p, lookup_rows<T>(p, sq, b, hk, key_lo + (warp + i * kW) * kN, key_hi, lane), sK,
-                 sK + KvTile::kElems, lane);
+    uint16_t* st_k = ring + stage * kStagePair;
+    const KvRows rows = lookup_rows<T>(p, sq, b, hk, key_lo + (warp + i * kW) * kN, key_hi, lane);
+    if constexpr (T::kFp8)
+      copy_rows_fp8<T>(p, rows, reinterpret_cast<uint8_t*>(st_k),
+                       reinterpret_cast<uint8_t*>(st_k + kStageV), lane);
+    else
+      copy_rows<T>(p, rows, st_k, st_k + kStageV, lane);
   };
 #pragma unroll
   for (int i = 0; i < kS - 1; ++i) {
@@ -256,8 +275,15 @@ __global__ void __launch_bounds__(T::kThreads) kv_fwd_kernel(const __grid_consta
     if (i + kS - 1 < my_tiles) load_kv(i + kS - 1, (i + kS - 1) % kS);
     cp_async_commit();
     cp_async_wait<kS - 1>();  // tile i landed for this lane's copies
-    __syncwarp();             // ... and for the warp's
-    const uint32_t sK = smem_addr(ring + stage * 2 * KvTile::kElems);
+    uint16_t* tile_k = ring + stage * kStagePair;
+    if constexpr (T::kFp8) {  // each lane converts the chunks it copied
+      convert_rows_fp8<T>(reinterpret_cast<const uint8_t*>(tile_k), converted, lane);
+      convert_rows_fp8<T>(reinterpret_cast<const uint8_t*>(tile_k + kStageV),
+                          converted + KvTile::kElems, lane);
+      tile_k = converted;
+    }
+    __syncwarp();  // ... landed (and converted) for the warp's
+    const uint32_t sK = smem_addr(tile_k);
     const uint32_t sV = sK + 2 * KvTile::kElems;
     float s[1][kN / 8][4];
     sm80::QkGemm<T>{smem_addr(sQ), sK, q_lane, k_lane, 0}.run(s);
@@ -274,7 +300,7 @@ __global__ void __launch_bounds__(T::kThreads) kv_fwd_kernel(const __grid_consta
   merge_store<T, kW>(p, a, sq, b, hk, r0, rows_total, split, keys, st, o,
                      reinterpret_cast<float*>(smem + QTile::kElems), tid, [] { __syncthreads(); });
   if (a.splits > 1 && a.counters != nullptr)
-    merge_if_last<typename T::Tag, kW>(p, a, sq, b, hk, tile, r0, rows_total, tid,
+    merge_if_last<typename T::OutTag, kW>(p, a, sq, b, hk, tile, r0, rows_total, tid,
                                        reinterpret_cast<int*>(sQ));
 }
 

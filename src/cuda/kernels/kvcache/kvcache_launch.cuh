@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/fp8.h"
 #include "cuda/backend.h"
 #include "cuda/device_guard.h"
 #include "cuda/device_props.h"
@@ -70,9 +71,9 @@ void launch_attention_kernel(Kernel kernel, const Params& p, const KvArgs& a, cu
 }
 
 // The attention kernel of head dim D.
-template <int D, typename Tag>
+template <int D, typename Tag, bool kFp8, typename OutTag>
 void launch_attention(const Params& p, const KvArgs& a, cudaStream_t stream, bool dependent) {
-  using T = KvTraits<D, Tag>;
+  using T = KvTraits<D, Tag, kFp8, OutTag>;
   launch_attention_kernel<T>(kv_fwd_kernel<T>, p, a, stream, dependent);
 }
 
@@ -86,9 +87,12 @@ void with_kernel_dim(int kernel_d, Run&& run) {
   }
 }
 
-template <typename Tag>
+template <typename Tag, bool kFp8, typename OutTag>
 void run(const Params& call, const Context& ctx, void* workspace, size_t bytes, void* stream_ptr) {
-  using E = std::conditional_t<std::is_same_v<Tag, Bf16Tag>, bfloat16_t, half_t>;
+  // The inputs' element type (the prepare kernel's: fp8 appends are byte copies; validation
+  // refuses rotary with fp8).
+  using E = std::conditional_t<kFp8, e4m3_t,
+                               std::conditional_t<std::is_same_v<Tag, Bf16Tag>, bfloat16_t, half_t>>;
   const auto stream = static_cast<cudaStream_t>(stream_ptr);
   const int kernel_d = kernel_head_dim(call.head_dim);
   const Plan plan = plan_of(call, ctx);
@@ -140,11 +144,11 @@ void run(const Params& call, const Context& ctx, void* workspace, size_t bytes, 
   // gaps change.
   const bool pdl = ctx.tuning.kvcache_pdl && ctx.device.major >= 9;
   with_kernel_dim<FA_SM80_FWD_DIMS>(kernel_d, [&](auto d) {
-    launch_attention<decltype(d)::value, Tag>(p, a, stream, pdl);
+    launch_attention<decltype(d)::value, Tag, kFp8, OutTag>(p, a, stream, pdl);
   });
   if (plan.splits > 1 && !fused) {
     const int64_t blocks = (a.part_rows + kCombineWarps - 1) / kCombineWarps;
-    launch_kernel(kv_combine_kernel<Tag>, dim3(unsigned(blocks)), 32 * kCombineWarps, 0, stream,
+    launch_kernel(kv_combine_kernel<OutTag>, dim3(unsigned(blocks)), 32 * kCombineWarps, 0, stream,
                   pdl, "combine kernel", kernel_d, p, a);
   }
 }

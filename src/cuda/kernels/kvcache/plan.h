@@ -35,10 +35,15 @@ constexpr int kStages = FA_KVCACHE_STAGES;
 constexpr int warps_for(int kernel_d) { return kernel_d <= 128 ? 4 : 2; }
 
 // Shared memory of a block: the Q tile and the warps' rings (16-bit elements; column blocks of
-// 64 as cuda/tile/swizzle.h stores them).
+// 64 as cuda/tile/swizzle.h stores them). With fp8 inputs (fp8) a warp's ring holds its stages'
+// K / V tiles as bytes, kernel_d a row, and one 16-bit (K, V) pair they are converted into.
 constexpr int64_t padded_cols(int kernel_d) { return (kernel_d + 63) / 64 * 64; }
-constexpr int64_t smem_bytes(int kernel_d) {
-  return 2 * padded_cols(kernel_d) * (kBlockM + int64_t(warps_for(kernel_d)) * kStages * 2 * kBlockN);
+constexpr int64_t ring_bytes(int kernel_d, bool fp8) {
+  return fp8 ? kStages * 2 * kBlockN * int64_t(kernel_d) + 2 * 2 * kBlockN * padded_cols(kernel_d)
+             : 2 * kStages * 2 * kBlockN * padded_cols(kernel_d);
+}
+constexpr int64_t smem_bytes(int kernel_d, bool fp8 = false) {
+  return 2 * padded_cols(kernel_d) * kBlockM + warps_for(kernel_d) * ring_bytes(kernel_d, fp8);
 }
 
 // Keys a part of a split call should have at least: below it the partials' traffic and the
@@ -52,8 +57,8 @@ struct Shape {
   int64_t smem = 0;      // its dynamic shared memory
   int64_t min_keys = 0;  // keys a split part should have at least
 };
-constexpr Shape sm80_shape(int kernel_d) {
-  return {kBlockN, 32 * warps_for(kernel_d), smem_bytes(kernel_d), min_keys_per_split(kernel_d)};
+constexpr Shape sm80_shape(int kernel_d, bool fp8 = false) {
+  return {kBlockN, 32 * warps_for(kernel_d), smem_bytes(kernel_d, fp8), min_keys_per_split(kernel_d)};
 }
 
 struct Plan {
