@@ -1,8 +1,8 @@
 // Host side of the cuda-kvcache family: the plan (plan.h), the workspace carve-up, and the
 // launches of one call: kv_prepare_kernel (append, rotary), the attention kernel (kv_fwd_kernel),
 // kv_combine_kernel (split calls, unless the attention kernel merges: a memset of its counters
-// then goes ahead of it). Included by kvcache_bf16.cu / kvcache_fp16.cu, one 16-bit type
-// each.
+// then goes ahead of it). Included by kvcache_bf16.cu / kvcache_fp16.cu / kvcache_fp8.cu, one
+// input type each.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,6 +17,7 @@
 #include "cuda/backend.h"
 #include "cuda/device_guard.h"
 #include "cuda/device_props.h"
+#include "cuda/head_dim_dispatch.h"
 #include "cuda/instantiations/head_dims.h"
 #include "cuda/kernels/kvcache/kvcache_kernel.cuh"
 #include "cuda/kernels/kvcache/plan.h"
@@ -77,16 +78,6 @@ void launch_attention(const Params& p, const KvArgs& a, cudaStream_t stream, boo
   launch_attention_kernel<T>(kv_fwd_kernel<T>, p, a, stream, dependent);
 }
 
-template <int D, int... Ds, typename Run>
-void with_kernel_dim(int kernel_d, Run&& run) {
-  if (kernel_d == D) return run(std::integral_constant<int, D>{});
-  if constexpr (sizeof...(Ds) > 0) {
-    with_kernel_dim<Ds...>(kernel_d, run);
-  } else {
-    fail(FA_ERROR_INTERNAL, "no cuda-kvcache instantiation for head dim ", kernel_d);
-  }
-}
-
 template <typename Tag, bool kFp8, typename OutTag>
 void run(const Params& call, const Context& ctx, void* workspace, size_t bytes, void* stream_ptr) {
   // The inputs' element type (the prepare kernel's: fp8 appends are byte copies; validation
@@ -143,7 +134,7 @@ void run(const Params& call, const Context& ctx, void* workspace, size_t bytes, 
   // waits for its predecessor before its first read (kvcache_kernel.cuh), so only the launch
   // gaps change.
   const bool pdl = ctx.tuning.kvcache_pdl && ctx.device.major >= 9;
-  with_kernel_dim<FA_SM80_FWD_DIMS>(kernel_d, [&](auto d) {
+  with_head_dim<FA_SM80_FWD_DIMS>(kernel_d, "cuda-kvcache", "forward", [&](auto d) {
     launch_attention<decltype(d)::value, Tag, kFp8, OutTag>(p, a, stream, pdl);
   });
   if (plan.splits > 1 && !fused) {
