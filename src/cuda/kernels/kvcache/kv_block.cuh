@@ -174,48 +174,44 @@ __device__ __forceinline__ KvRows lookup_rows(const Params& p, const KvSeq& sq, 
   return r;
 }
 
-// One warp's copy of a tile's K and V rows (lookup_rows) into sK and sV (T::KvTile layouts),
-// cp.async (the caller commits): the copy's lanes take their row's offsets by shuffle,
-// 16 lanes a row, so a page of any size costs what a dense row does. Keys from key_hi and
-// columns past head_dim arrive as zeros (finite, so a masked score's P = 0 times them stays 0).
-template <class T>
-__device__ __forceinline__ void copy_rows(const Params& p, const KvRows& rows, uint16_t* sK,
-                                          uint16_t* sV, int lane) {
-  constexpr int kN = T::kBlockN, kCpr = T::kHeadDim / 8;
+// One warp's copy of a tile's K and V rows (lookup_rows) into sK and sV, cp.async in 16-byte
+// chunks of E elements (the caller commits): lane j takes chunks j, j + 32, ... and its rows'
+// offsets by shuffle, so a page of any size costs what a dense row does; chunk (r, col) goes to
+// element dst(r, col) of sK / sV. Keys from key_hi and columns past head_dim arrive as zeros
+// (finite, so a masked score's P = 0 times them stays 0).
+template <class T, typename E, typename Dst>
+__device__ __forceinline__ void copy_chunks(const Params& p, const KvRows& rows, E* sK, E* sV,
+                                            int lane, Dst dst) {
+  constexpr int kChunk = 16 / int(sizeof(E));
+  constexpr int kN = T::kBlockN, kCpr = T::kHeadDim / kChunk;
   static_assert((kN * kCpr) % 32 == 0, "every lane copies as many chunks");
   const int d = int(p.head_dim);
-  const uint16_t* kbase = static_cast<const uint16_t*>(p.k.data);
-  const uint16_t* vbase = static_cast<const uint16_t*>(p.v.data);
+  const E* kbase = static_cast<const E*>(p.k.data);
+  const E* vbase = static_cast<const E*>(p.v.data);
 #pragma unroll
   for (int i = 0; i < kN * kCpr / 32; ++i) {
-    const int c = lane + 32 * i, r = c / kCpr, col = (c % kCpr) * 8;
+    const int c = lane + 32 * i, r = c / kCpr, col = (c % kCpr) * kChunk;
     const int64_t rk = __shfl_sync(0xffffffffu, rows.ok, r), rv = __shfl_sync(0xffffffffu, rows.ov, r);
     const bool valid = ((rows.rows_ok >> r) & 1u) != 0 && col < d;
-    cp_async_16(smem_addr(sK + T::KvTile::offset(r, col)), valid ? kbase + rk + col : kbase, valid);
-    cp_async_16(smem_addr(sV + T::KvTile::offset(r, col)), valid ? vbase + rv + col : vbase, valid);
+    cp_async_16(smem_addr(sK + dst(r, col)), valid ? kbase + rk + col : kbase, valid);
+    cp_async_16(smem_addr(sV + dst(r, col)), valid ? vbase + rv + col : vbase, valid);
   }
 }
 
-// copy_rows for fp8 inputs: a tile's K and V rows as bytes (kHeadDim a row, row-major) into
-// stK and stV, 16-e4m3 chunks by cp.async; lane j takes chunks j, j + 32, ... of each, which
-// convert_rows_fp8 then converts (so a lane reads back only what it copied). Rows from key_hi
-// and chunks past head_dim arrive as zeros.
+// 16-bit inputs: the rows straight into the T::KvTile layouts.
+template <class T>
+__device__ __forceinline__ void copy_rows(const Params& p, const KvRows& rows, uint16_t* sK,
+                                          uint16_t* sV, int lane) {
+  copy_chunks<T>(p, rows, sK, sV, lane, [](int r, int col) { return T::KvTile::offset(r, col); });
+}
+
+// fp8 inputs: the rows as bytes (kHeadDim a row, row-major) into stK and stV, 16 e4m3 a chunk,
+// which convert_rows_fp8 then converts with the same chunks a lane (so a lane reads back only
+// what it copied).
 template <class T>
 __device__ __forceinline__ void copy_rows_fp8(const Params& p, const KvRows& rows, uint8_t* stK,
                                               uint8_t* stV, int lane) {
-  constexpr int kN = T::kBlockN, kCpr = T::kHeadDim / 16;
-  static_assert((kN * kCpr) % 32 == 0, "every lane copies as many chunks");
-  const int d = int(p.head_dim);
-  const uint8_t* kbase = static_cast<const uint8_t*>(p.k.data);
-  const uint8_t* vbase = static_cast<const uint8_t*>(p.v.data);
-#pragma unroll
-  for (int i = 0; i < kN * kCpr / 32; ++i) {
-    const int c = lane + 32 * i, r = c / kCpr, col = (c % kCpr) * 16;
-    const int64_t rk = __shfl_sync(0xffffffffu, rows.ok, r), rv = __shfl_sync(0xffffffffu, rows.ov, r);
-    const bool valid = ((rows.rows_ok >> r) & 1u) != 0 && col < d;
-    cp_async_16(smem_addr(stK + r * T::kHeadDim + col), valid ? kbase + rk + col : kbase, valid);
-    cp_async_16(smem_addr(stV + r * T::kHeadDim + col), valid ? vbase + rv + col : vbase, valid);
-  }
+  copy_chunks<T>(p, rows, stK, stV, lane, [](int r, int col) { return r * T::kHeadDim + col; });
 }
 
 // A staged fp8 tile (copy_rows_fp8's layout) into a 16-bit KvTile, each lane its own chunks.
