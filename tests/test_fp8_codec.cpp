@@ -69,6 +69,22 @@ TEST(Fp8E4m3, DecodesEveryCode) {
   EXPECT_EQ(to_float(e4m3_t{0x38}), 1.f);
 }
 
+// The GPU's sm80 / sm86 decode (cuda/arch/cvt_fp8.cuh): every finite code, in either half of
+// the pair, placed into fp16 bits and scaled by 2^8 is the code's value exactly (the other half
+// holding any code); NaN codes are the kernel's to mark.
+TEST(Fp8E4m3, Fp16BitPlacementDecodesEveryFiniteCode) {
+  for (uint32_t c = 0; c < 256; ++c) {
+    if (is_nan(e4m3_t{uint8_t(c)})) continue;
+    const float want = to_float(e4m3_t{uint8_t(c)});
+    for (const uint32_t other : {0x00u, 0x7Eu, 0x81u, 0xFFu}) {
+      const uint32_t lo = e4m3x2_as_f16x2_over_256(c | other << 8);
+      const uint32_t hi = e4m3x2_as_f16x2_over_256(other | c << 8);
+      EXPECT_EQ(to_float(half_t{uint16_t(lo & 0xFFFFu)}) * 256.f, want) << "code " << c;
+      EXPECT_EQ(to_float(half_t{uint16_t(hi >> 16)}) * 256.f, want) << "code " << c;
+    }
+  }
+}
+
 TEST(Fp8E4m3, RoundTripsEveryFiniteCode) {
   for (uint32_t c = 0; c < 256; ++c) {
     const e4m3_t x{uint8_t(c)};

@@ -71,6 +71,15 @@ FA_HOST_DEVICE e4m3_t to_e4m3(float f) {
   return {uint8_t(sign | r)};
 }
 
+// The fp16 bit patterns of two e4m3 codes (bytes 0 and 1 of y) whose values are the codes'
+// times 2^-8, as one fp16x2 (code 0 in the low half): e4m3's exponent and mantissa are fp16's
+// with a bias 8 lower, so moving them into place and multiplying by 2^8 decodes exactly (the
+// sm80 / sm86 path of cuda/arch/cvt_fp8.cuh). NaN codes come out finite (480 · 2^-8): the caller
+// marks them.
+FA_HOST_DEVICE uint32_t e4m3x2_as_f16x2_over_256(uint32_t y) {
+  return ((y & 0x80u) << 8) | ((y & 0x7Fu) << 7) | ((y & 0x8000u) << 16) | ((y & 0x7F00u) << 15);
+}
+
 // f rounded to the nearest e4m3 value (saturating), as an fp32.
 FA_HOST_DEVICE float round_to_e4m3(float f) { return to_float(to_e4m3(f)); }
 

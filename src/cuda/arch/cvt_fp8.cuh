@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "core/fp8.h"
+
 namespace fa::cuda {
 
 // x holds four e4m3 codes, byte j the j-th value; lo gets values 0 and 1 as an fp16x2 (value 0
@@ -24,17 +26,12 @@ __device__ __forceinline__ void e4m3x4_to_f16x4(uint32_t x, uint32_t& lo, uint32
       : "=r"(lo), "=r"(hi)
       : "r"(x));
 #else
-  // Two codes c0 (bits 0-7) and c1 (bits 8-15) of y into the two halves: sign to bit 15 / 31,
-  // exponent and mantissa to bits 7-13 / 23-29; as fp16 that is the value times 2^-8.
-  auto place = [](uint32_t y) {
-    return ((y & 0x80u) << 8) | ((y & 0x7Fu) << 7) | ((y & 0x8000u) << 16) | ((y & 0x7F00u) << 15);
-  };
   auto times256 = [](uint32_t bits) {
     __half2 v = __hmul2(*reinterpret_cast<const __half2*>(&bits), __floats2half2_rn(256.f, 256.f));
     return *reinterpret_cast<const uint32_t*>(&v);
   };
-  lo = times256(place(x));
-  hi = times256(place(x >> 16));
+  lo = times256(e4m3x2_as_f16x2_over_256(x));
+  hi = times256(e4m3x2_as_f16x2_over_256(x >> 16));
   // NaN codes: 0xFF bytes where (code & 0x7F) == 0x7F, spread to both bytes of their half, then
   // an all-ones exponent and a mantissa bit (an fp16 NaN whatever the sign).
   const uint32_t nan = __vcmpeq4(x & 0x7F7F7F7Fu, 0x7F7F7F7Fu);
