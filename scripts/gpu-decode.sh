@@ -86,7 +86,7 @@ case $mode in
     t0=$(date +%s)
     FA_LIBRARY=$lib timeout 240 python3 -m pytest -q -rsx -p no:cacheprovider \
       python/tests/test_kvcache.py python/tests/test_kvcache_generate.py \
-      python/tests/test_hf_paged_generate.py > "$out/python-kv.log" 2>&1
+      python/tests/test_hf_paged_generate.py python/tests/test_fp8.py > "$out/python-kv.log" 2>&1
     echo "python kv tests: rc=$? $(tail -1 "$out/python-kv.log") $(( $(date +%s) - t0 ))s"
     grep -E "^(FAILED|ERROR)|assert" "$out/python-kv.log" | head -10
 

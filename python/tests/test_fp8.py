@@ -7,7 +7,8 @@
   in fp32, out rounded to bf16 / fp16), with causal, windows, softcap, GQA, packed batches;
 - the descales' indexing (q's per kv head), the default out dtype (bfloat16), the LSE;
 - the refusals, each naming the feature: the backward, dropout, attn_bias, descales without fp8,
-  a bare uint8 tensor, mixed dtypes, fp32 out.
+  a bare uint8 tensor, mixed dtypes, fp32 out;
+- the KV-cache append with fp8 keys, also on CUDA tensors (the cuda-kvcache family).
 
 torch 1.13 (Debian's) has no float8 dtype: the tests pass e4m3 bytes as flashattn.e4m3(uint8);
 with torch >= 2.1 the same calls also run with torch.float8_e4m3fn tensors.
@@ -21,6 +22,7 @@ import flashattn
 from flashattn import fp8
 from attn_reference import attention, attention_varlen
 from cases import check_rule
+from conftest import requires_cuda
 
 FLOAT8 = getattr(torch, "float8_e4m3fn", None)
 
@@ -197,7 +199,9 @@ def test_forward_only():
     assert torch.isfinite(out.float()).all()
 
 
-def test_kvcache_appends_fp8_keys_bit_for_bit():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_cuda)])
+def test_kvcache_appends_fp8_keys_bit_for_bit(device):
+    """On CUDA tensors the cuda-kvcache family runs it (fp8 converted to fp16 on load)."""
     gen = torch.Generator().manual_seed(11)
     b, hq, hk, d, cap = 2, 4, 2, 16, 20
     kc, kd = quantized(gen, b, cap, hk, d)
@@ -206,10 +210,12 @@ def test_kvcache_appends_fp8_keys_bit_for_bit():
     vn, _ = quantized(gen, b, 3, hk, d)
     qb, qd = quantized(gen, b, 3, hq, d, hq // hk)
     lens = torch.tensor([4, 15], dtype=torch.int32)
-    out = flashattn.flash_attn_with_kvcache(wrap(qb), wrap(kc), wrap(vc), wrap(kn), wrap(vn),
-                                            cache_seqlens=lens, causal=True, q_descale=qd,
-                                            k_descale=kd, v_descale=vd)
+    on = [t.to(device) for t in (qb, kc, vc, kn, vn, qd, kd, vd, lens)]
+    out = flashattn.flash_attn_with_kvcache(wrap(on[0]), wrap(on[1]), wrap(on[2]), wrap(on[3]),
+                                            wrap(on[4]), cache_seqlens=on[8], causal=True,
+                                            q_descale=on[5], k_descale=on[6], v_descale=on[7])
     assert out.dtype == torch.bfloat16
+    out, kc, vc = out.cpu(), on[1].cpu(), on[2].cpu()
     for i in range(b):
         n = int(lens[i])
         assert torch.equal(kc[i, n:n + 3], kn[i]) and torch.equal(vc[i, n:n + 3], vn[i])
