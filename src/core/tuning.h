@@ -77,6 +77,9 @@
 #ifndef FA_TUNING_KVCACHE_FUSED_MERGE
 #define FA_TUNING_KVCACHE_FUSED_MERGE 0
 #endif
+#ifndef FA_TUNING_SM75
+#define FA_TUNING_SM75 0
+#endif
 #ifndef FA_TUNING_SM90_FWD_PERSISTENT
 #define FA_TUNING_SM90_FWD_PERSISTENT 1
 #endif
@@ -144,18 +147,24 @@ struct Tuning {
   // (kvcache_launch.cuh): their blocks start while the kernel ahead finishes, hiding a launch
   // gap each in a decode step (b1 x 4k: 20 us a call against cuDNN's 15). Off: measured on the
   // H200 with the (since removed) warp-specialised kernel (078cbba), 0.88-0.94x at batch 1 x 4k,
-  // even elsewhere.
+  // even elsewhere; again on an H100 with today's kernels (b65d959, batch 1 / 8 x 1k-16k, heads
+  // 32 over 8): no cell faster beyond the run's drift.
   bool kvcache_pdl = FA_TUNING_KVCACHE_PDL != 0;
   // cuda-kvcache's split calls merge their parts inside the attention kernel: each part counts
   // itself in on a counter of its block's rows (zeroed by a memset ahead of the kernel), and the
   // last to finish merges the partials, in place of the combine kernel's launch (one kernel and a
-  // memset a step instead of two kernels). Off until measured against the combine kernel.
+  // memset a step instead of two kernels). Off: measured on an H100 (b65d959, batch 1 / 8 x
+  // 1k-16k, heads 32 over 8 and 32 over 32, CUDA-graph replay) within 1% of the combine kernel
+  // in geometric mean, not the 4-6 us a step predicted: under graph replay the combine's launch
+  // gap was small, and the memset is a graph node of its own.
   bool kvcache_fused_merge = FA_TUNING_KVCACHE_FUSED_MERGE != 0;
   // The Turing family (cuda-sm75) takes the flash calls on any device of compute capability >=
   // 7.5, ahead of the other flash families, and its refusals are then the call's (none runs in
   // its place): how the GPU tests run Turing's instruction stream on a newer GPU, from a build
   // with compute_75 PTX (FA_ARCHS 75-virtual). On sm75 devices the family is in play anyway.
-  bool sm75 = false;
+  // -DFA_TUNING_SM75=1 sets it in a whole build: how the benchmark times the family on a newer
+  // GPU (the performance model's sm75 calibration, issue 33).
+  bool sm75 = FA_TUNING_SM75 != 0;
 };
 
 // What a call's launchers need beyond its Params: the device's properties (queried once per
