@@ -53,6 +53,13 @@
 #ifndef FA_TUNING_SM90_FWD_PEEL
 #define FA_TUNING_SM90_FWD_PEEL 1
 #endif
+// The sm90 backward's dQ (compile-time): 1 each consumer writes its 64 x 64 fp32 block of a
+// step into shared memory in the accumulator's tile order and one thread adds the 16 KB to the
+// workspace with one bulk reduction (cp.reduce.async.bulk .add.f32); 0 (the ablation) every
+// thread adds its fragment with red.global.add.v2.f32 (sm90/bwd_kernel.cuh).
+#ifndef FA_TUNING_SM90_BWD_DQ_BULK
+#define FA_TUNING_SM90_BWD_DQ_BULK 1
+#endif
 #ifndef FA_TUNING_SM90_FWD_TMA_STORE
 #define FA_TUNING_SM90_FWD_TMA_STORE 1
 #endif

@@ -20,7 +20,9 @@ enum class NamedBarrier : uint32_t {
   kPingPong2 = 5,       // warpgroup 2's turn (three consumer warpgroups)
   kEpilogue1 = 6,       // warpgroup 1's epilogue
   kEpilogue2 = 7,       // warpgroup 2's epilogue
-  kFirstFree = 8,       // ids from here on are free for a new role
+  kBwdDq0 = 8,          // the sm90 backward's consumer 0: its dQ block staged for the bulk add
+  kBwdDq1 = 9,          // consumer 1's
+  kFirstFree = 10,      // ids from here on are free for a new role
 };
 
 // This thread's lane (%laneid), read where it is used: the read is volatile, so the compiler

@@ -90,6 +90,19 @@ __device__ __forceinline__ void tma_store_4d(const void* map, uint32_t src, int 
 #endif
 }
 
+// Adds `bytes` (a multiple of 16) of fp32 at shared src to global dst (both 16-byte aligned),
+// element by element, as one bulk reduction of the issuing thread's bulk group (completed and
+// waited for as tma_store_4d's). The shared memory must have been written and made visible to
+// the async proxy first, as for a bulk store.
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, uint32_t src, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+                   reinterpret_cast<uint64_t>(dst)),
+               "r"(src), "r"(bytes)
+               : "memory");
+#endif
+}
+
 // Closes the issuing thread's group of bulk stores.
 __device__ __forceinline__ void tma_store_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -32,22 +32,26 @@
 //                                          at d 128 warpgroup c takes column block (c + step) %
 //                                          2 over the 128 keys, at d 64 the one block over its
 //                                          own 64 keys (both add); added into the fp32 workspace
-//                                          with red.global.add.v2.f32 in the tile order of
-//                                          sm80/dq_layout.h (each warp instruction 256
+//                                          in the tile order of sm80/dq_layout.h: staged in
+//                                          shared memory (16 KB a consumer) and added by one
+//                                          bulk reduction (cp.reduce.async.bulk .add.f32)
+//                                          that one thread issues; or, with
+//                                          FA_TUNING_SM90_BWD_DQ_BULK=0, by every thread with
+//                                          red.global.add.v2.f32 (each warp instruction 256
 //                                          contiguous bytes).
 //
 // Shared memory: K, V [kBlockN x d]; kStages x (Q, dO) [kBlockM x d]; two dS buffers [kBlockM x
 // kBlockN] (a warpgroup writes step s + 1's half while the other may still read step s's); the
-// LSE / D rows of each stage; the barriers. All tiles in the 128-byte swizzled 64-column blocks
-// of tile/swizzle.h that TMA's SWIZZLE_128B writes and the wgmma descriptors read.
-// d 128: 160 KB + 1 KB; d 64: 96 KB + 1 KB.
+// LSE / D rows of each stage; each consumer's dQ staging (16 KB, in the accumulator's order);
+// the barriers. All tiles in the 128-byte swizzled 64-column blocks of tile/swizzle.h that TMA's
+// SWIZZLE_128B writes and the wgmma descriptors read. d 128: 192 KB + 1 KB; d 64: 128 KB + 1 KB.
 //
 // Served (sm90_bwd_refusal in bwd_sm90.cu says why not otherwise; cuda-sm80 runs the rest):
 // fp16 / bf16, head dims 64 and 128, full and causal attention (bottom-right), sliding windows,
 // softcap, ALiBi, dropout, GQA / MQA, seqlen_q != seqlen_k, fixed-length and packed batches
 // (windows, softcap, ALiBi, dropout and packed batches written without a GPU: not yet run). Not
 // yet: the deterministic mode, other head dims; the overlap of the products with the
-// element-wise pass, TMA reduce-add of dQ, a persistent scheduler. Its first GPU runs hung in the
+// element-wise pass, a persistent scheduler. Its first GPU runs hung in the
 // register hand-over (kProducerRegs below); its accuracy is checked by
 // tests/test_gpu_sm90_bwd.cpp.
 #pragma once
@@ -125,14 +129,24 @@ struct BwdTraits {
   // consumer taking column block blk adds the pairs of "warp" 4 blk + w (rows 16 w .. 16 w + 15).
   using DqLayout = sm80::DqTileLayout<16, kDqCols, 4>;
   static_assert(4 * 16 == kBlockM, "the dQ layout's four warps cover the step's rows");
+  // dQ through one bulk reduction a consumer and step (FA_TUNING_SM90_BWD_DQ_BULK): its block
+  // of kBlockM x kDqCols fp32 is 16 KB of the accumulator, contiguous in the tile order (the
+  // pairs of "warps" 4 blk .. 4 blk + 3), staged in shared memory in that order.
+  static constexpr bool kDqBulk = FA_TUNING_SM90_BWD_DQ_BULK != 0;
+  static constexpr int kDqStageBytes = kBlockM * kDqCols * 4;
+  static_assert(kDqStageBytes == 4 * DqLayout::kReds * 32 * 2 * 4,
+                "a consumer's dQ block: four warps' pairs of the tile order, back to back");
   // Shared memory: K, V, kStages Q, kStages dO, two dS buffers, kStages x (LSE, D) rows of
-  // kBlockM floats, then the barriers: kv_full, full[kStages], empty[kStages].
+  // kBlockM floats, each consumer's dQ staging (kDqBulk), then the barriers: kv_full,
+  // full[kStages], empty[kStages].
   static constexpr int kKOffset = 0, kVOffset = kKvBytes, kQOffset = 2 * kKvBytes;
   static constexpr int kDoOffset = kQOffset + kStages * kQBytes;
   static constexpr int kDsOffset = kDoOffset + kStages * kQBytes;
   static constexpr int kStatsOffset = kDsOffset + 2 * kDsBytes;
-  static constexpr int kBarOffset = kStatsOffset + kStages * 2 * kBlockM * 4;
+  static constexpr int kDqStageOffset = kStatsOffset + kStages * 2 * kBlockM * 4;
+  static constexpr int kBarOffset = kDqStageOffset + (kDqBulk ? kConsumers * kDqStageBytes : 0);
   static constexpr int kSmemBytes = kBarOffset + 8 * (1 + 2 * kStages);
+  static_assert(kDqStageOffset % 16 == 0, "bulk copies: 16-byte aligned shared memory");
   static_assert(kKvBytes % 1024 == 0 && kQBytes % 1024 == 0 && kDsBytes % 1024 == 0,
                 "tiles on 1024-byte boundaries (the 128-byte swizzle's atoms)");
   static_assert(kSmemBytes <= kSm90SmemPerBlock, "the H200's shared memory a block (227 KB)");
@@ -328,6 +342,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const uint32_t sKc = sK + uint32_t(T::kWgKeys * c) * kSw128RowBytes;  // this consumer's keys
   const uint32_t sVc = sV + uint32_t(T::kWgKeys * c) * kSw128RowBytes;
   const int key0 = int(n0) + T::kWgKeys * c + 16 * warp + g;
+  const bool dq_issuer = tid % T::kWgThreads == 0;  // issues the warpgroup's dQ bulk reductions
   const float scale = p.softmax_scale;
   const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
   // dV, dK: this consumer's 64 keys x d, fp32, accumulated over the whole walk.
@@ -396,6 +411,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             uint16_t(dsf[kk][r] >> 16);
       }
     fence_proxy_async_shared();  // the stores, before wgmma reads them
+    // The dQ staging of this consumer is free once the last step's bulk reduction has read it:
+    // its issuer waits for that before the barrier below, which the warpgroup's threads pass
+    // before they write the staging again (kDqBulk).
+    if (T::kDqBulk && dq_issuer) tma_store_wait_read<0>();
     // Both consumers' halves of dS are in place. (Buffer i % 2 is free: the other consumer read
     // it at step i - 2 and waited for that before arriving here at step i - 1.)
     named_barrier_sync(NamedBarrier::kConsumers, T::kConsumers * T::kWgThreads);
@@ -436,14 +455,37 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       // tile adds its rows past the sequence, zeros, into the sequence's spare rows).
       using DqL = typename T::DqLayout;
       float* acc = ws.dq_acc + (int64_t(hq) * ws.rows + acc0 + m0) * kD;
-      const int wq = 4 * dq_blk + warp;
+      if constexpr (T::kDqBulk) {
+        // This consumer's block in the tile order, pairs of "warp" w at pair_offset(w, ...):
+        // each warp's store covers 256 contiguous bytes (no bank conflict), then one thread adds
+        // the 16 KB at the block's place in the tile (pair_offset(4 dq_blk, 0, 0)).
+        float* const stage =
+            reinterpret_cast<float*>(smem + T::kDqStageOffset + c * T::kDqStageBytes);
 #pragma unroll
-      for (int j = 0; j < DqL::kReds; ++j) {
-        const int nt = DqL::nt(j), r = DqL::half(j);
-        red_add2(acc + DqL::pair_offset(wq, lane, j), dq[4 * nt + 2 * r], dq[4 * nt + 2 * r + 1]);
+        for (int j = 0; j < DqL::kReds; ++j) {
+          const int nt = DqL::nt(j), r = DqL::half(j);
+          *reinterpret_cast<float2*>(stage + DqL::pair_offset(warp, lane, j)) =
+              make_float2(dq[4 * nt + 2 * r], dq[4 * nt + 2 * r + 1]);
+        }
+        fence_proxy_async_shared();
+        named_barrier_sync(c == 0 ? NamedBarrier::kBwdDq0 : NamedBarrier::kBwdDq1, T::kWgThreads);
+        if (dq_issuer) {
+          bulk_reduce_add_f32(acc + DqL::pair_offset(4 * dq_blk, 0, 0),
+                              smem_addr(stage), uint32_t(T::kDqStageBytes));
+          tma_store_commit();
+        }
+      } else {
+        const int wq = 4 * dq_blk + warp;
+#pragma unroll
+        for (int j = 0; j < DqL::kReds; ++j) {
+          const int nt = DqL::nt(j), r = DqL::half(j);
+          red_add2(acc + DqL::pair_offset(wq, lane, j), dq[4 * nt + 2 * r], dq[4 * nt + 2 * r + 1]);
+        }
       }
     }
   }
+  // The block's shared memory must outlive the last bulk reduction's reads.
+  if (T::kDqBulk && dq_issuer) tma_store_wait<0>();
 
   // dK, dV out: this thread's keys key0, key0 + 8, columns 8 j + 2 t, + 1 (keys past len_k are
   // not written). A tile no query sees writes zeros.
