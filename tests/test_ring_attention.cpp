@@ -101,6 +101,51 @@ std::vector<RingCase> grid() {
 
 INSTANTIATE_TEST_SUITE_P(Grid, RingAttention, ::testing::ValuesIn(grid()), RingCaseName());
 
+// A one-rank ring is the single-device call: in either layout its shard is the whole sequence in
+// order, and the engine makes one block call over it (ring_plan.h's call_layout), so out, lse and
+// the gradients equal fa_forward's and fa_backward's bit for bit (the merge of one part and the
+// fp32 sums of one block are exact). flashattn/ring_nccl.hpp's check asserts the same on CUDA.
+// Before call_layout, a causal zig-zag ring of one rank made three block calls and differed.
+TEST(RingAttention, OneRankIsTheSingleDeviceCall) {
+  for (fa_ring_layout layout : {FA_RING_ZIGZAG, FA_RING_CONTIGUOUS})
+    for (bool causal : {true, false}) {
+      SCOPED_TRACE(std::string(layout == FA_RING_ZIGZAG ? "zig-zag" : "contiguous") +
+                   (causal ? " causal" : ""));
+      RingCase rc;
+      rc.ranks = 1;
+      rc.layout = layout;
+      rc.c.dtype = FA_DTYPE_BF16;
+      rc.c.seqlen_q = rc.c.seqlen_k = 77;
+      rc.c.heads_q = 4;
+      rc.c.heads_kv = 2;
+      rc.c.head_dim = 40;
+      rc.c.causal = causal;
+      rc.c.seed = 35;
+      Problem pr(rc.c);
+      Shard ring_s(pr, rc, 0), plain(pr, rc, 0);
+      InProcessRing ring(1);
+      InProcessRing::Rank comm(ring, 0);
+      const fa::Options o = ring_s.options(rc.c);
+      const fa::RingOptions ro{rc.c.seqlen_q, rc.layout};
+      fa::ring_forward(ring_s.q.view(), ring_s.k.view(), ring_s.v.view(), ring_s.out.view(),
+                       ring_s.lse.view(), o, ro, comm);
+      fa::ring_backward(ring_s.q.view(), ring_s.k.view(), ring_s.v.view(), ring_s.out.view(),
+                        ring_s.lse.view(), ring_s.dout.view(), ring_s.dq.view(), ring_s.dk.view(),
+                        ring_s.dv.view(), o, ro, comm);
+      fa::forward(plain.q.view(), plain.k.view(), plain.v.view(), plain.out.view(),
+                  plain.lse.view(), o);
+      fa::backward(plain.q.view(), plain.k.view(), plain.v.view(), plain.out.view(),
+                   plain.lse.view(), plain.dout.view(), plain.dq.view(), plain.dk.view(),
+                   plain.dv.view(), o);
+      EXPECT_TRUE(ring_s.out.bytes_equal(plain.out)) << "out";
+      EXPECT_TRUE(ring_s.lse.bytes_equal(plain.lse)) << "lse";
+      EXPECT_TRUE(ring_s.dq.bytes_equal(plain.dq)) << "dq";
+      EXPECT_TRUE(ring_s.dk.bytes_equal(plain.dk)) << "dk";
+      EXPECT_TRUE(ring_s.dv.bytes_equal(plain.dv)) << "dv";
+      EXPECT_EQ(comm.starts(), 0);
+    }
+}
+
 // ---- the schedule ----------------------------------------------------------------------------
 
 // Every layout's shards cover the sequence once, in order within each shard, with chunks of

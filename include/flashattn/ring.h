@@ -64,7 +64,9 @@ typedef enum fa_ring_layout {
  *     completed (e.g. make stream wait for an event recorded after them).
  *   Neither needs to block the host; flashattn/ring_nccl.hpp's communicator does not.
  * Both return 0 on success; anything else stops the call with FA_ERROR_COMM quoting the value.
- * They are called from the thread that called the library. With size 1 neither is called. */
+ * They are called from the thread that called the library. With size 1 neither is called, and
+ * the call is the single-device one (fa_forward / fa_backward over the shard: the same results,
+ * bit for bit, in either layout). */
 typedef struct fa_comm {
   int32_t rank; /* this rank, in [0, size) */
   int32_t size; /* R >= 1 */

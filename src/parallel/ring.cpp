@@ -50,7 +50,10 @@ struct Geometry {
   RowBlock q_chunk, kv_chunk;  // the longest chunk's rows of q, of k
 };
 
-fa_ring_layout layout_of(const fa_ring& r) { return static_cast<fa_ring_layout>(r.layout); }
+// The block calls' layout (ring_plan.h's call_layout: one rank's shard is one chunk).
+fa_ring_layout layout_of(const fa_ring& r) {
+  return call_layout(r.comm.size, static_cast<fa_ring_layout>(r.layout));
+}
 
 Geometry geometry(const Call& c) {
   const fa_ring& r = c.ring;

@@ -59,6 +59,15 @@ inline Shard shard_of(int64_t L, int32_t size, fa_ring_layout layout, int32_t ra
   return s;
 }
 
+// The layout the engine cuts its block calls by. One rank holds the whole sequence in order in
+// either layout (zig-zag's chunks 0 and 1 are adjacent), and the engine takes it as the one chunk
+// of the contiguous layout: a one-rank ring is then one call over the whole sequence, the
+// single-device call itself (the same kernel on the same rows, bit for bit), not three calls
+// whose 16-bit outputs a merge would round twice. fa_ring_shard still reports zig-zag's chunks.
+inline fa_ring_layout call_layout(int32_t size, fa_ring_layout layout) {
+  return size == 1 ? FA_RING_CONTIGUOUS : layout;
+}
+
 // The longest shard of any rank (the size of the K/V blocks in flight).
 inline int64_t max_shard_rows(int64_t L, int32_t size, fa_ring_layout layout) {
   int64_t rows = 0;

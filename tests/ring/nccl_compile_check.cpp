@@ -5,8 +5,11 @@
 //      into another, ordered after a fill queued on the call's stream, and wait makes
 //      the stream wait for it; the bytes read back after the stream must be the sent ones;
 //   2. a ring forward of one rank on CUDA tensors (bf16, causal) through the library with this
-//      communicator, against fa_forward of the same call: one part merged is the part itself, so
-//      out and lse must be equal bit for bit.
+//      communicator, against fa_forward of the same call: one rank's shard is the whole sequence
+//      and the engine makes one block call over it in either layout (parallel/ring_plan.h's
+//      call_layout; zig-zag's two chunks used to be three calls), and one part merged is the part
+//      itself, so out and lse must be equal bit for bit (the CPU's
+//      RingAttention.OneRankIsTheSingleDeviceCall asserts the same).
 // Exit 0: both held; 1: one failed (the line says which).
 #include <cstdio>
 #include <cstring>
