@@ -1,11 +1,11 @@
-// attn_bias (fa_params 0.4, issue 31) on CUDA tensors: the cuda-sm80 forward reads it in builds
-// with -DFA_TUNING_SM80_FWD_BIAS=1 (until these tests have run on a GPU; core/tuning.h).
+// attn_bias (fa_params 0.4, issue 31) on CUDA tensors: the cuda-sm80 forward reads it (its bias
+// kernels, with and without dropout: sm80/fwd_launch.cuh).
 //
 // - the CPU bias grid (bias_cases.h: every bias dtype and shape, fully-masked rows, with causal,
 //   windows, softcap, ALiBi, dropout, GQA, packed batches, strides) in fp16 / bf16, asserted to
 //   run cuda-sm80 and to match the fp64 reference by FlashAttention's rule, outputs poisoned;
-// - with the knob off and for every backward, the call is refused by name and writes nothing.
-// The grid skips in builds without the bias path (the default).
+// - a forward on a family without it (cuda-vanilla) and every backward are refused by name and
+//   write nothing.
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
@@ -19,12 +19,6 @@ namespace fa::test {
 namespace {
 
 #ifdef FA_TEST_CUDA
-
-Tuning bias_on() {
-  Tuning t;
-  t.sm80_fwd_bias = true;
-  return t;
-}
 
 // The CPU grid with 16-bit inputs (the CUDA kernels'), CUDA-aligned row padding and no dbias (no
 // CUDA backward reads the bias yet).
@@ -44,11 +38,9 @@ TEST_P(GpuBias, ForwardMatchesReferenceOnSm80) {
   std::string why;
   if (skip_without_gpu(&why) || skip_head_dim_not_built(GetParam().head_dim, &why))
     GTEST_SKIP() << why;
-  if (!FA_TUNING_SM80_FWD_BIAS)
-    GTEST_SKIP() << "built without cuda-sm80's bias path (-DFA_TUNING_SM80_FWD_BIAS=1 builds it)";
   Problem pr(GetParam());
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
-  const Tuning t = bias_on();
+  const Tuning t{};
   EXPECT_EQ(family_of(dev.p, Pass::Forward, t), "cuda-sm80");
   run_pass(dev.p, false, &t);
   if (HasFatalFailure()) return;
@@ -57,8 +49,9 @@ TEST_P(GpuBias, ForwardMatchesReferenceOnSm80) {
 
 INSTANTIATE_TEST_SUITE_P(Grid, GpuBias, ::testing::ValuesIn(gpu_grid()), CaseTestName());
 
-// With the knob off a forward with a bias is refused naming attn_bias, and a backward with one is
-// refused with the knob on too; out and the gradients keep their poison.
+// A forward with a bias on cuda-vanilla (FA_BACKEND_VANILLA), which does not read it, is refused
+// naming attn_bias, and so is a backward with one on any family; out and the gradients keep
+// their poison.
 TEST(GpuBiasRefusal, RefusedByNameAndNothingWritten) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
@@ -67,20 +60,25 @@ TEST(GpuBiasRefusal, RefusedByNameAndNothingWritten) {
   c.head_dim = 64;
   c.bias_dtype = FA_DTYPE_BOOL;
   Problem pr(c);
-  DeviceProblem dev(pr, FA_BACKEND_AUTO);
-  const auto out0 = dev.out.bytes(pr.out);
-  Tuning off;
-  off.sm80_fwd_bias = false;
+  const Tuning t{};
   size_t bytes = 0;
-  EXPECT_EQ(internal::workspace_size(&dev.p, Pass::Forward, off, &bytes), FA_ERROR_UNSUPPORTED);
-  EXPECT_NE(std::string(fa_last_error()).find("attn_bias"), std::string::npos) << fa_last_error();
-  EXPECT_EQ(internal::run(&dev.p, Pass::Forward, off, nullptr, 0, nullptr), FA_ERROR_UNSUPPORTED);
-  EXPECT_NE(std::string(fa_last_error()).find("attn_bias"), std::string::npos) << fa_last_error();
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(dev.out.bytes(pr.out), out0) << "a refused forward wrote out";
+  {
+    DeviceProblem vanilla(pr, FA_BACKEND_VANILLA);
+    const auto out0 = vanilla.out.bytes(pr.out);
+    EXPECT_EQ(internal::workspace_size(&vanilla.p, Pass::Forward, t, &bytes),
+              FA_ERROR_UNSUPPORTED);
+    EXPECT_NE(std::string(fa_last_error()).find("attn_bias"), std::string::npos)
+        << fa_last_error();
+    EXPECT_EQ(internal::run(&vanilla.p, Pass::Forward, t, nullptr, 0, nullptr),
+              FA_ERROR_UNSUPPORTED);
+    EXPECT_NE(std::string(fa_last_error()).find("attn_bias"), std::string::npos)
+        << fa_last_error();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(vanilla.out.bytes(pr.out), out0) << "a refused forward wrote out";
+  }
 
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
   const auto dq0 = dev.dq.bytes(pr.dq);
-  const Tuning t = bias_on();
   EXPECT_EQ(internal::workspace_size(&dev.p, Pass::Backward, t, &bytes), FA_ERROR_UNSUPPORTED);
   EXPECT_NE(std::string(fa_last_error()).find("attn_bias"), std::string::npos) << fa_last_error();
   EXPECT_EQ(fa_backward(&dev.p, nullptr, 0, nullptr), FA_ERROR_UNSUPPORTED);

@@ -906,8 +906,7 @@ void check_cpu_only_features(const fa_params& p, bool backward) {
 
 // attn_bias and dbias (0.4): the CPU backends take both; on CUDA tensors the forward is the
 // families' to take or refuse (cuda/backend_table.cpp, refuse_bias: cuda-sm80's forward reads
-// attn_bias in builds with FA_TUNING_SM80_FWD_BIAS, the others refuse it), and no CUDA backward
-// reads either.
+// attn_bias, the others refuse it), and no CUDA backward reads either.
 void check_bias_cpu_only(const fa_params& p, bool backward) {
   if (p.q.device.type == FA_DEVICE_CPU || !backward) return;
   if (p.attn_bias.data != nullptr)

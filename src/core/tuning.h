@@ -72,9 +72,6 @@
 #ifndef FA_TUNING_SM90_FWD_PACK_GQA
 #define FA_TUNING_SM90_FWD_PACK_GQA 1
 #endif
-#ifndef FA_TUNING_SM80_FWD_BIAS
-#define FA_TUNING_SM80_FWD_BIAS 0
-#endif
 #ifndef FA_TUNING_KVCACHE_ALL
 #define FA_TUNING_KVCACHE_ALL 0
 #endif
@@ -141,11 +138,6 @@ struct Tuning {
   // serve (out's strides or address; a packed batch's last tile of a sequence), stores straight
   // from the registers.
   bool sm90_fwd_tma_store = FA_TUNING_SM90_FWD_TMA_STORE != 0;
-  // cuda-sm80's forward reads an attention bias or mask (fa_params::attn_bias, issue 31; the
-  // other CUDA families refuse it by name, and every CUDA backward). Written without a GPU, it
-  // is compiled only into builds with -DFA_TUNING_SM80_FWD_BIAS=1 (sm80/fwd_tile.cuh says why),
-  // which take it by default; elsewhere the field cannot switch it on.
-  bool sm80_fwd_bias = FA_TUNING_SM80_FWD_BIAS != 0;
   // The KV-cache family (cuda-kvcache) takes every CUDA forward it serves (no dropout), not only
   // those with a KV cache's fields or num_splits > 1: the GPU tests' way to run the plain grid
   // through it.

@@ -63,16 +63,14 @@ void refuse_kv_cache(const Params& p, const char* family) {
          "cuda-kvcache family's");
 }
 
-// An attention bias (Params::Bias) is read by cuda-sm80's forward alone, in builds that compile
-// it (FA_TUNING_SM80_FWD_BIAS) and under Tuning::sm80_fwd_bias.
-void refuse_bias(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
+// An attention bias (Params::Bias) is read by cuda-sm80's forward alone (its bias kernels,
+// sm80/fwd_launch.cuh) and by the CPU backend.
+void refuse_bias(CudaFamily f, const Params& p, bool backward) {
   if (p.bias.kind == Params::Bias::Kind::None) return;
-  if (f == CudaFamily::Sm80 && !backward && ctx.tuning.sm80_fwd_bias && FA_TUNING_SM80_FWD_BIAS)
-    return;
-  fail(FA_ERROR_UNSUPPORTED, family_name(f), ": attn_bias (an attention bias or mask) is supported on the "
-       "CPU backend only in this build", f == CudaFamily::Sm80 && !backward ? " (cuda-sm80's "
-       "forward that reads it is built only with -DFA_TUNING_SM80_FWD_BIAS=1 until its GPU tests "
-       "have run)" : "");
+  if (f == CudaFamily::Sm80 && !backward) return;
+  fail(FA_ERROR_UNSUPPORTED, family_name(f), ": attn_bias (an attention bias or mask) is supported "
+       "by cuda-sm80's forward and the CPU backend only", backward ? " (no CUDA backward reads it "
+       "yet)" : "");
 }
 
 // A family's check, workspace and run on Params its kernels take as they are (the wrappers below
@@ -169,7 +167,7 @@ char* const kPlaceholder = reinterpret_cast<char*>(uintptr_t(256));
 
 void check(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
   if (f != CudaFamily::KvCache) refuse_kv_cache(p, family_name(f));
-  refuse_bias(f, p, backward, ctx);
+  refuse_bias(f, p, backward);
   // On Turing only cuda-sm75's kernels have sm_75 code (FA_ARCHS' 75 entries build nothing
   // else): the padded copies' kernels would not launch there.
   if (f == CudaFamily::Sm75 && ctx.device.major < 8 && needs_head_dim_padding(p))

@@ -2,7 +2,10 @@
 #include "cuda/kernels/sm80/fwd_launch.cuh"
 
 namespace fa::cuda::sm80 {
-// The dropout kernel compiles in its own file (fwd_sm80_dropout_*), in parallel with this one.
+// The dropout and attention-bias kernels compile in their own files (fwd_sm80_dropout_*,
+// fwd_sm80_bias_*, fwd_sm80_bias_dropout_*), in parallel with this one.
 extern template void launch_fwd<FwdTraits<64, Fp16Tag, true>>(const Params&, cudaStream_t);
+extern template void launch_fwd<FwdTraits<64, Fp16Tag, false, true>>(const Params&, cudaStream_t);
+extern template void launch_fwd<FwdTraits<64, Fp16Tag, true, true>>(const Params&, cudaStream_t);
 template void run_fwd<64, Fp16Tag>(const Params&, cudaStream_t);
 }  // namespace fa::cuda::sm80

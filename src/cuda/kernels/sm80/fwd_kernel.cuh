@@ -3,7 +3,7 @@
 //
 // One thread block = (block of kBlockM query rows, query head, batch entry); warp w owns the
 // kMTiles m16 tiles of query rows [w R, (w + 1) R), R = 16 kMTiles. Per K/V tile of kBlockN keys:
-//   S = Q·Kᵀ (mma.m16n8k16, fp32)   ->   logits (softcap / ALiBi when on; mask on boundary tiles)
+//   S = Q·Kᵀ (mma.m16n8k16, fp32) -> logits (softcap / bias / ALiBi when on; mask on edge tiles)
 //   -> online softmax in fp32 with exp2 and the log2(e)-premultiplied scale
 //   -> P converted to 16-bit in registers (C layout == A layout)   ->   O += P·V
 // K/V tiles stream through one of three cp.async pipelines (fwd_traits.h, enum Pipeline); the
@@ -82,9 +82,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   const Logit<float> logit{p.softcap, p.alibi_slope(b, h), sq.len_k - sq.len_q};
   // A negative scale takes the logit path too: its running max must be over the scaled scores
   // (the largest logit sits at the smallest raw score); so does a zero scale (a factor of 0 in
-  // exp2 would turn the mask's -inf into NaN), and an attention bias (added to scaled scores).
-  const bool transform = p.softcap > 0.f || logit.alibi_slope != 0.f || p.softmax_scale <= 0.f ||
-                         p.bias.kind != Params::Bias::Kind::None;
+  // exp2 would turn the mask's -inf into NaN), and an attention bias (added to scaled scores;
+  // only the T::kBias kernels get one). The run-time bias test stays in the other kernels:
+  // without it ptxas allocates the dropout kernels at d 192 / 224 differently on sm_90a.
+  const bool transform = T::kBias || p.softcap > 0.f || logit.alibi_slope != 0.f ||
+                         p.softmax_scale <= 0.f || p.bias.kind != Params::Bias::Kind::None;
   // Raw scores are scaled inside exp2; logits (softcap / ALiBi applied, or scaled) already are.
   const float scale_log2 = transform ? kLog2e : p.softmax_scale * kLog2e;
   const int d = int(p.head_dim);

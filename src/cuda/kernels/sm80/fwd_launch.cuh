@@ -1,5 +1,6 @@
-// Host side of the sm80 forward: grid, shared-memory opt-in, launch. Included only by the
-// generated instantiation files (src/cuda/instantiations/), one (dtype, head_dim) each.
+// Host side of the sm80 forward: grid, shared-memory opt-in, launch, and the choice of kernel.
+// Included only by the generated instantiation files (src/cuda/instantiations/), one kernel
+// (variant, dtype, head_dim) each.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,12 +32,22 @@ void launch_fwd(const Params& p, cudaStream_t stream) {
     fail(FA_ERROR_CUDA, "forward kernel (sm80, d", kHeadDim, ") launch: ", cudaGetErrorString(err));
 }
 
+// The kernel of a call: dropout and the attention bias are compile-time properties of the kernel
+// (FwdTraits), each variant in its own generated file, so a call without them runs a kernel
+// without their code.
 template <int kHeadDim, typename Tag>
 void run_fwd(const Params& p, cudaStream_t stream) {
-  if (p.dropout_p > 0.f)
+  const bool dropout = p.dropout_p > 0.f;
+  if (p.bias.kind != Params::Bias::Kind::None) {
+    if (dropout)
+      launch_fwd<FwdTraits<kHeadDim, Tag, true, true>>(p, stream);
+    else
+      launch_fwd<FwdTraits<kHeadDim, Tag, false, true>>(p, stream);
+  } else if (dropout) {
     launch_fwd<FwdTraits<kHeadDim, Tag, true>>(p, stream);
-  else
+  } else {
     launch_fwd<FwdTraits<kHeadDim, Tag, false>>(p, stream);
+  }
 }
 
 }  // namespace fa::cuda::sm80

@@ -11,7 +11,6 @@
 #include "core/mask.h"
 #include "core/params.h"
 #include "core/philox.h"
-#include "core/tuning.h"
 #include "cuda/arch/cp_async.cuh"
 #include "cuda/arch/exp2.cuh"  // exp2_fast, kLog2e
 #include "cuda/arch/ldmatrix.cuh"
@@ -236,12 +235,6 @@ __device__ __forceinline__ int64_t fwd_thread_row0() {
   return fwd_block_m0<T>() + int64_t(threadIdx.x / 32) * T::kRowsPerWarp + (threadIdx.x % 32) / 4;
 }
 
-// The attention bias's code is compiled in builds with -DFA_TUNING_SM80_FWD_BIAS=1 only: any of
-// it in the key loop, taken or not, moved ptxas's allocation enough to spill in the plain kernels
-// (sm_80: 40 bytes at d 32, 64 at d 64; the dropout kernel at d 128 8 -> 36), so the kernels as
-// shipped stay free of it until a GPU run has verified and placed it.
-constexpr bool kSm80FwdBiasBuilt = FA_TUNING_SM80_FWD_BIAS != 0;
-
 // Where a thread's rows read the attention bias (Params::Bias): batch entry (the sequence of a
 // packed batch) and query head, the thread's first row row_g, and the sequence's lengths, made
 // from the block's coordinates where a tile needs them. Rows and keys are clamped into the
@@ -270,9 +263,10 @@ struct BiasRows {
   }
 };
 
-// Logit transform (softcap, the attention bias, ALiBi, when on; in core/mask.h's order) and mask
-// (kMask: the tile straddles a mask or sequence boundary) in 32-bit tile-relative coordinates: key
-// n0 + c with c = 8 nt + 2t + e % 2 (so c is a constant plus 2t), one diagonal / key range per row.
+// Logit transform (softcap, the attention bias in T::kBias kernels, ALiBi, when on; in
+// core/mask.h's order) and mask (kMask: the tile straddles a mask or sequence boundary) in 32-bit
+// tile-relative coordinates: key n0 + c with c = 8 nt + 2t + e % 2 (so c is a constant plus 2t),
+// one diagonal / key range per row.
 template <class T, bool kMask>
 __device__ __forceinline__ void transform_mask(const Params& p, const RowKeys& rk,
                                                const Logit<float>& logit, bool transform, int n0,
@@ -282,8 +276,8 @@ __device__ __forceinline__ void transform_mask(const Params& p, const RowKeys& r
   constexpr int kNt = T::kBlockN / 8;  // n-tiles of S
   const int t = lane % 4;
   if (transform) {
-    const bool bias = kSm80FwdBiasBuilt && p.bias.kind != Params::Bias::Kind::None;
-    const BiasRows br = bias ? BiasRows::of<T>(p) : BiasRows{};
+    [[maybe_unused]] BiasRows br;
+    if constexpr (T::kBias) br = BiasRows::of<T>(p);
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
@@ -295,8 +289,7 @@ __device__ __forceinline__ void transform_mask(const Params& p, const RowKeys& r
           for (int e = 0; e < 2; ++e) {
             float x = s[mt][nt][2 * r + e] * p.softmax_scale;
             if (logit.softcap > 0.f) x = logit.softcap * tanhf(x / logit.softcap);
-            if constexpr (kSm80FwdBiasBuilt)
-              if (bias) x += br.at(p.bias, 16 * mt + 8 * r, n0 + 8 * nt + 2 * t + e);
+            if constexpr (T::kBias) x += br.at(p.bias, 16 * mt + 8 * r, n0 + 8 * nt + 2 * t + e);
             x -= logit.alibi_slope * fabsf(float(diag - (8 * nt + 2 * t + e)));
             s[mt][nt][2 * r + e] = x;
           }

@@ -64,13 +64,19 @@ enum class Pipeline {
   kOverlap = 2,
 };
 
-template <int kHeadDim_, typename Tag_, bool kDropout_ = false>
+template <int kHeadDim_, typename Tag_, bool kDropout_ = false, bool kBias_ = false>
 struct FwdTraits {
   using Tag = Tag_;  // Bf16Tag or Fp16Tag: picks the mma and conversion instructions
   static constexpr int kHeadDim = kHeadDim_;
   // Dropout on P before P·V (a separate kernel, so the kernels without it carry none of its
   // registers or instructions).
   static constexpr bool kDropout = kDropout_;
+  // The attention bias or mask (Params::Bias) added to the logits: separate kernels too, run
+  // only for calls with one (run_fwd). Any bias code in the key loop, taken or not, moved
+  // ptxas's allocation enough to spill in the plain kernels (sm_80: 40 bytes at d 32, 64 at
+  // d 64; the dropout kernel at d 128 8 -> 36), so the kernels without it contain none. Tiles,
+  // pipeline and launch bounds are those of the kernel without it.
+  static constexpr bool kBias = kBias_;
   static_assert(kHeadDim % 32 == 0 && kHeadDim >= 32 && kHeadDim <= 256,
                 "instantiated head dims are multiples of 32 up to 256; others round up");
   // "Wide" head dims: the O accumulator of two m-tiles (2 x d/2 fp32 registers) no longer fits.
