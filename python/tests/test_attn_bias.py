@@ -1,4 +1,5 @@
-"""Attention bias and masks (fa_params 0.4) through the binding, CPU tensors:
+"""Attention bias and masks (fa_params 0.4) through the binding, CPU tensors (and CUDA tensors'
+forward, cuda-sm80's bias kernels, where a GPU is present):
 
 - flashattn.scaled_dot_product_attention against PyTorch's own SDPA (F.scaled_dot_product_attention
   on torch >= 2.0, its private predecessor F._scaled_dot_product_attention on Debian's 1.13),
@@ -18,6 +19,7 @@ import torch.nn.functional as F
 import flashattn
 from attn_reference import attention, max_err
 from cases import check_rule
+from conftest import requires_cuda
 
 
 def torch_sdpa(q, k, v, attn_mask=None, is_causal=False, scale=None, enable_gqa=False,
@@ -245,6 +247,43 @@ def test_flash_attn_func_attn_bias_matches_oracle(c, gen):
     for name, g, r, nv in zip(("dq", "dk", "dv", "dbias"), got, ref_grads, naive_grads):
         assert g.shape == r.shape, name
         check_rule(name, g, r, nv, 3, 1e-4)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("c", FA_CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_flash_attn_func_attn_bias_on_cuda(c, dtype, gen):
+    """CUDA tensors: the forward with a bias or mask (cuda-sm80's bias kernels) against the fp64
+    oracle by the rule, the naive baseline computed in fp32 and rounded to the inputs' dtype."""
+    b, sq, sk, hq, hk, d = 2, 37, 50, 4, 2, 32
+    q = rnd(gen, b, sq, hq, d, dtype=dtype)
+    k, v = (rnd(gen, b, sk, hk, d, dtype=dtype) for _ in range(2))
+    if c.get("mask"):
+        bias = torch.rand(*c["bias"], generator=gen) < 0.75
+    else:
+        bias = rnd(gen, *c["bias"], dtype=dtype)
+    alibi = (torch.rand(hq, generator=gen) * 0.5 + 0.1) if c.get("alibi") else None
+    kw = dict(causal=c.get("causal", False), window=c.get("window", (-1, -1)),
+              softcap=c.get("softcap", 0.0))
+    with torch.no_grad():
+        out = flashattn.flash_attn_func(
+            q.cuda(), k.cuda(), v.cuda(), causal=kw["causal"], window_size=kw["window"],
+            softcap=kw["softcap"], alibi_slopes=None if alibi is None else alibi.cuda(),
+            attn_bias=bias.cuda())
+    assert out.is_cuda and out.dtype == dtype and out.shape == q.shape
+    ref_out, _ = attention(q, k, v, alibi=alibi, bias=bias, compute=torch.float64, **kw)
+    naive_out, _ = attention(q, k, v, alibi=alibi, bias=bias, compute=torch.float32, **kw)
+    check_rule("out", out.cpu(), ref_out, naive_out.to(dtype), 2, 1e-5)
+
+
+@requires_cuda
+def test_attn_bias_gradient_on_cuda_refused_by_name(gen):
+    """No CUDA backward reads a bias yet: asking for one fails naming attn_bias."""
+    q = rnd(gen, 1, 16, 2, 32, dtype=torch.bfloat16).cuda().requires_grad_()
+    k, v = (rnd(gen, 1, 24, 2, 32, dtype=torch.bfloat16).cuda() for _ in range(2))
+    bias = rnd(gen, 1, 2, 16, 24).cuda()
+    with pytest.raises(flashattn.FlashAttnError, match="attn_bias"):
+        flashattn.flash_attn_func(q, k, v, attn_bias=bias).sum().backward()
 
 
 def test_varlen_attn_bias_indexed_per_sequence(gen):
