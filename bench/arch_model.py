@@ -622,15 +622,24 @@ def table(head, rows):
     return "\n".join(out)
 
 
+def planned(family, op):
+    """Whether a family's pass is planned, not shipped: the whole family, or that pass
+    (`planned_ops`: the sm75 family ships its forward, its backward is planned)."""
+    f = FAMILIES[family]
+    return f["status"] == "planned" or op in f.get("planned_ops", ())
+
+
+def pass_label(family, op):
+    return family + (" (planned)" if planned(family, op) else "")
+
+
 def section_support():
     rows = []
     for g in GPUS:
         fp8 = "yes (not used yet)" if g["fp8"] else "no"
         d = DEFAULTS[g["arch"]]
-        name = {f: f + (" (planned)" if FAMILIES[f]["status"] == "planned" else "")
-                for f in FAMILIES}
         rows.append((g["name"], g["arch"], ", ".join(g["families"]),
-                     *("—" if d[op] is None else name[d[op]] for op in PASSES),
+                     *("—" if d[op] is None else pass_label(d[op], op) for op in PASSES),
                      dtype_of(g), fp8))
     return table(("GPU", "arch", "our kernel families", "forward (default)", "backward",
                   "decode (KV cache)", "grid dtype", "fp8 tensor cores"), rows)

@@ -61,8 +61,7 @@ with tempfile.TemporaryDirectory() as tmp:
             check(s["families"] == g["families"], f"{g['key']}: families {s['families']}")
             for op in am.PASSES:
                 fam = am.default_family(g, op)
-                want = "" if fam is None else fam + (
-                    " (planned)" if am.FAMILIES[fam]["status"] == "planned" else "")
+                want = "" if fam is None else am.pass_label(fam, op)
                 check(s[op] == want, f"{g['key']} {op}: {s[op]!r} vs {want!r}")
         for r in rec["rows"]:
             g, op, L = am.BY_KEY[r["gpu"]], r["op"], r["layers"]

@@ -96,7 +96,7 @@ int cmd_arch(const ArchArgs& a) {
     auto pass = [&](const char* p) {
       const std::string f = am.default_family(*g, p);
       const ArchFamily* fam = am.family(f);
-      return fam && fam->status == "planned" ? f + " (planned)" : f;
+      return fam && fam->planned(p) ? f + " (planned)" : f;
     };
     out(st.row({g->key, g->name, g->arch, fmt::format("{}", fmt::join(fams, ", ")),
                 or_dash(pass("fwd")), or_dash(pass("bwd")), or_dash(pass("decode"))}));

@@ -143,6 +143,10 @@ const ArchGpu* gpu_for_device(const ArchModel& am, const std::string& device_nam
   return best;
 }
 
+bool ArchFamily::planned(const std::string& op) const {
+  return status == "planned" || has(planned_ops, op);
+}
+
 const ArchFamily* ArchModel::family(const std::string& name) const {
   for (const ArchFamily& f : families)
     if (f.name == name) return &f;
@@ -199,6 +203,7 @@ ArchModel parse_arch_model(const std::string& json_text) {
       f.status = r.at("status").get<std::string>();
       f.archs = r.at("archs").get<std::vector<std::string>>();
       f.ops = r.at("ops").get<std::vector<std::string>>();
+      if (r.contains("planned_ops")) f.planned_ops = r.at("planned_ops").get<std::vector<std::string>>();
       am.families.push_back(f);
     }
     for (const auto& [arch, passes] : j.at("defaults").items())

@@ -24,6 +24,9 @@ struct ArchGpu {
 struct ArchFamily {
   std::string name, label, inst, calib, status;  // status: shipped, planned, baseline
   std::vector<std::string> archs, ops;
+  std::vector<std::string> planned_ops;  // passes still planned in a shipped family
+  // Whether the family's pass `op` is planned, not shipped (the family, or that pass).
+  bool planned(const std::string& op) const;
 };
 
 // One family's fitted constants for one pass; which fields apply depends on the family.
