@@ -35,9 +35,9 @@ struct QueryBlockScratch {
 };
 struct ForwardScratch {
   QueryBlockScratch block[kFwdMaxBlocksPerTask];
-  float* k;      // (kBlockN, dp)
-  float* v;      // (kBlockN, dp) packed
-  float* st;     // (kBlockN, kFwdLd)      logits, then probabilities, transposed
+  float* k;      // (kFwdBlockN, dp)
+  float* v;      // (kFwdBlockN, dp) packed
+  float* st;     // (kFwdBlockN, kFwdLd)   logits, then probabilities, transposed
 
   ForwardScratch(Arena& a, int64_t dp, int blocks) {
     for (int i = 0; i < blocks; ++i) {
@@ -48,9 +48,9 @@ struct ForwardScratch {
       q.l = a.floats(kFwdBlockM);
       q.alpha = a.floats(kFwdBlockM);
     }
-    k = a.floats(kBlockN * dp);
-    v = a.floats(kBlockN * dp);
-    st = a.floats(kBlockN * kFwdLd);
+    k = a.floats(kFwdBlockN * dp);
+    v = a.floats(kFwdBlockN * dp);
+    st = a.floats(kFwdBlockN * kFwdLd);
   }
 };
 static_assert(kFwdBlockM % kLanes == 0, "the softmax runs whole vectors of queries");
@@ -63,7 +63,7 @@ inline void online_softmax(float* __restrict st, const QueryBlockScratch& q, int
   for (int64_t c = 0; c < qn; c += kLanes) {
     const fvec m_old = vload(q.m + c);
     fvec m_new = m_old;
-    for (int64_t j = 0; j < kBlockN; ++j) {
+    for (int64_t j = 0; j < kFwdBlockN; ++j) {
       const fvec x = vload(st + j * ld + c);
       m_new = x > m_new ? x : m_new;
     }
@@ -72,7 +72,7 @@ inline void online_softmax(float* __restrict st, const QueryBlockScratch& q, int
     // Subtract before scaling by log2(e): with |logits| ~ 1e4 the difference is exact where
     // the two products would each round to ~1e-3.
     fvec sum{};
-    for (int64_t j = 0; j < kBlockN; ++j) {
+    for (int64_t j = 0; j < kFwdBlockN; ++j) {
       float* s = st + j * ld + c;
       const fvec e = exp2_approx((vload(s) - m_use) * kLog2e);
       vstore(s, e);
@@ -118,16 +118,16 @@ class ForwardTask {
       key_begin = std::min(key_begin, blocks_[i].key_begin);
       key_end = std::max(key_end, blocks_[i].key_end);
     }
-    for (int64_t n0 = key_begin / kBlockN * kBlockN; n0 < key_end; n0 += kBlockN) {
-      const int64_t cols = std::min(kBlockN, sq_.len_k - n0);
+    for (int64_t n0 = key_begin / kFwdBlockN * kFwdBlockN; n0 < key_end; n0 += kFwdBlockN) {
+      const int64_t cols = std::min(kFwdBlockN, sq_.len_k - n0);
       bool sees[kFwdMaxBlocksPerTask] = {};
       bool any = false;
       for (int i = 0; i < blocks_n_; ++i) any |= sees[i] = sees_tile(blocks_[i], n0, cols);
       if (!any) continue;
       // Dense or paged: key rows through Params::key_row.
-      load_rows<T>(KeyRows<T>{p_, p_.k, b_, sq_.k_start + n0, hk_}, cols, kBlockN, d_, 1.f, w_.k,
+      load_rows<T>(KeyRows<T>{p_, p_.k, b_, sq_.k_start + n0, hk_}, cols, kFwdBlockN, d_, 1.f, w_.k,
                    dp_);
-      load_rows_packed<T>(KeyRows<T>{p_, p_.v, b_, sq_.k_start + n0, hk_}, cols, kBlockN, d_, dp_,
+      load_rows_packed<T>(KeyRows<T>{p_, p_.v, b_, sq_.k_start + n0, hk_}, cols, kFwdBlockN, d_, dp_,
                           1.f, w_.v);
       for (int i = 0; i < blocks_n_; ++i)
         if (sees[i]) key_tile(i, n0, cols);
@@ -172,8 +172,8 @@ class ForwardTask {
     const int64_t row0 = blk.row0, rows = blk.rows, qn = blk.qn;
     float* st = w_.st;
 
-    // Sᵀ (kBlockN, qn) = K (scale Q)ᵀ
-    gemm_packed_b(kBlockN, qn, dp_, w_.k, dp_, q.qt, st, ld, false);
+    // Sᵀ (kFwdBlockN, qn) = K (scale Q)ᵀ
+    gemm_packed_b(kFwdBlockN, qn, dp_, w_.k, dp_, q.qt, st, ld, false);
 
     // Element (query r, key j) is st[j ld + r].
     if (transform_)
@@ -182,9 +182,9 @@ class ForwardTask {
     // softcap(scale q.k) + bias - ALiBi (the order commutes past softcap); masks -> -inf.
     if (biased_) add_bias(p_.bias, b_, h_, row0, rows, bias_key0_ + n0, cols, st, 1, ld);
     // The common path (a full tile inside every row's window) carries no mask arithmetic.
-    const bool masked = cols < kBlockN || !vis_.block_unmasked(row0, row0 + rows, n0, n0 + cols);
+    const bool masked = cols < kFwdBlockN || !vis_.block_unmasked(row0, row0 + rows, n0, n0 + cols);
     if (masked)
-      for (int64_t j = 0; j < kBlockN; ++j)
+      for (int64_t j = 0; j < kFwdBlockN; ++j)
         for (int64_t r = 0; r < rows; ++r)
           if (j >= cols || !vis_.visible(row0 + r, n0 + j)) st[j * ld + r] = kNegInf;
 
@@ -206,7 +206,7 @@ class ForwardTask {
         }
 
     // O (qn, dp) += P V, P read from Pᵀ
-    gemm_at_packed_b(qn, dp_, kBlockN, st, ld, w_.v, q.o, dp_, true);
+    gemm_at_packed_b(qn, dp_, kFwdBlockN, st, ld, w_.v, q.o, dp_, true);
   }
 
   // Normalise; a row with no visible key outputs 0 and lse = -inf (when the caller wants it).
@@ -252,7 +252,7 @@ void forward(const Params& p, void* workspace, size_t bytes, int threads) {
     Arena arena(static_cast<char*>(workspace), bytes);
     arena.skip(per_thread * size_t(omp_get_thread_num()));
     const ForwardScratch w(arena, pad_cols(p.head_dim), blocks);
-    // Dynamic: causal and window blocks differ in cost by up to seqlen_k / kBlockN.
+    // Dynamic: causal and window blocks differ in cost by up to seqlen_k / kFwdBlockN.
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t mt = t % m_tasks, h = (t / m_tasks) % p.heads_q, b = t / (m_tasks * p.heads_q);

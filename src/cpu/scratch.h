@@ -30,7 +30,7 @@ constexpr int64_t kFwdBlockM = 128;
 constexpr int kFwdMaxBlocksPerTask = 4;
 // Fewer blocks a task where there would otherwise be fewer than this many tasks per thread: the
 // dynamic schedule needs several to even out causal tasks, whose costs differ by up to
-// seqlen_k / kBlockN.
+// seqlen_k / kFwdBlockN.
 constexpr int64_t kFwdMinTasksPerThread = 4;
 
 // Query blocks per forward task that the per-thread scratch holds: kFwdMaxBlocksPerTask, or
@@ -56,7 +56,12 @@ inline int forward_blocks_per_task(const Params& p, int threads) {
 // than kFwdBlockM, so that the 64 rows a micro-kernel panel walks down are not 512 bytes apart
 // (which maps them all into 8 of a 32 KB 8-way L1's 64 sets).
 constexpr int64_t kFwdLd = kFwdBlockM + 16;
-constexpr int64_t kBlockN = 64;  // keys per step of the inner loop
+constexpr int64_t kBlockN = 64;  // keys per step of the backward's inner loop
+// Keys per step of the forward: O += P V's depth. Each step reads and writes every block's O
+// (64 KB at d 128, from L2) and rescales it where a row's max moved; 128 keys halve that per
+// FLOP against 64. Sᵀ (128 x kFwdLd) is 74 KB, K and V 64 KB each at d 128: in a 512 KB L2.
+constexpr int64_t kFwdBlockN = 128;
+static_assert(kFwdBlockN % DropoutStream::kCols == 0, "key tiles are whole dropout blocks");
 // The dropout mask is drawn a block's columns at a time (DropoutStream::keep_row32, aligned).
 static_assert(kBlockN % DropoutStream::kCols == 0, "key tiles are whole dropout blocks");
 // Tiles are padded to 16 columns (one vector of the widest build's micro-kernel, see tile.h) and
@@ -108,8 +113,8 @@ inline Checked forward_thread_bytes(const Params& p) {
           + block(kFwdBlockM * dp)         // O
           + block(kFwdBlockM) * 3)         // m, l, alpha
              * forward_max_blocks_per_task(p)
-         + block(kBlockN * dp) * 2         // K, V
-         + block(kBlockN * kFwdLd);        // St, then Pt
+         + block(kFwdBlockN * dp) * 2      // K, V
+         + block(kFwdBlockN * kFwdLd);     // St, then Pt
 }
 
 // Per-thread scratch of the backward: the dQ accumulator, Q and dO of a whole (batch, head)
@@ -120,13 +125,12 @@ inline Checked backward_thread_bytes(const Params& p) {
   const int64_t dp = pad_cols(p.head_dim);
   const Checked rows = (Checked(p.seqlen_q) + (kPadRows - 1)).round_down(kPadRows);  // pad_rows
   auto block = Arena::checked_block_bytes;
-  return block(rows * dp) * 3              // dQ accumulator, Q (scaled), dO
+  return block(rows * dp) * 5              // dQ accumulator; Q (scaled), dO, each also packed
          + block(rows)                     // D = rowsum(dO * O)
-         + block(kBlockN * dp) * 3         // K, dK, dV
-         + block(dp * kBlockN) * 2         // Kt, Vt
+         + block(kBlockN * dp) * 3         // K packed, dK, dV
+         + block(dp * kBlockN) * 2         // Kt, Vt packed
          + block(dp)                       // a row of O
-         + block(kBlockM * kBlockN) * 4    // S->P, P dropped, dP->dS, softcap slope
-         + block(kBlockN * kBlockM)        // a transposed (key, query) tile
+         + block(kBlockM * kBlockN) * 5    // S->P, keep, dP->dS, softcap slope, P * keep
          + block(kBlockM);                 // lse of the block
 }
 

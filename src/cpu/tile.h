@@ -105,13 +105,6 @@ void gemm_at_packed_b(int64_t M, int64_t N, int64_t K, const float* __restrict A
                       const float* __restrict Bp, float* __restrict C, int64_t ldc,
                       bool accumulate);
 
-// dst (cols x rows) = src (rows x cols)^T.
-inline void transpose(int64_t rows, int64_t cols, const float* __restrict src, int64_t lds,
-                      float* __restrict dst, int64_t ldd) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
-}
-
 // 2^x with relative error < 2e-7, branch-free so that loops over it vectorise. x <= -126
 // (including -inf) gives exactly 0; x is clamped at 127. 2^x = 2^n * 2^f with n = round(x) and
 // f in [-0.5, 0.5], where 2^f = exp(f ln 2) is its Taylor series to degree 7 (remainder < 6e-9).
@@ -240,6 +233,20 @@ inline void convert_row<e4m3_t>(const e4m3_t* __restrict in, int64_t n, float sc
   for (int64_t c = 0; c < n; ++c) out[c] = table.v[in[c].bits] * scale;
 }
 
+// Rows of a tile loaded ahead of the row being converted (software prefetch of all its lines).
+// A tile's rows are a head's slice of (seq, head, dim) rows, 2-4 KB apart, so each row is on its
+// own page: the hardware prefetchers, which stay within a page, fetch none of them, and the first
+// load of each row stalled (perf: 30% of the forward's own time outside the GEMMs, Zen 3).
+// Prefetching the whole next tile at once did not help (docs/performance-log.md, issue 34);
+// a few rows ahead keeps the misses in flight without flooding the miss buffers.
+constexpr int64_t kPrefetchRows = 4;
+
+template <typename T>
+inline void prefetch_row(const T* row, int64_t d) {
+  const char* p = reinterpret_cast<const char*>(row);
+  for (int64_t byte = 0; byte < d * int64_t(sizeof(T)); byte += 64) __builtin_prefetch(p + byte);
+}
+
 // Load `rows` rows into a dense fp32 tile (rows_pad x ld), multiplied by `scale`; padding rows and
 // columns become 0. Row r is at src(r) (a const T*), so that a tile of keys may span the pages of
 // a paged cache.
@@ -248,6 +255,7 @@ void load_rows(const RowAt& src, int64_t rows, int64_t rows_pad, int64_t d, floa
                float* __restrict dst, int64_t ld) {
   for (int64_t r = 0; r < rows_pad; ++r) {
     float* out = dst + r * ld;
+    if (r + kPrefetchRows < rows) prefetch_row(src(r + kPrefetchRows), d);
     if (r < rows) {
       convert_row(src(r), d, scale, out);
       for (int64_t c = d; c < ld; ++c) out[c] = 0.f;
@@ -276,6 +284,7 @@ void load_rows_packed(const RowAt& src, int64_t rows, int64_t rows_pad, int64_t 
     const int64_t n = std::clamp<int64_t>(d - j, 0, w);  // columns of the input in this panel
     float* panel = dst + j * rows_pad;
     for (int64_t r = 0; r < rows_pad; ++r) {
+      if (j == 0 && r + kPrefetchRows < rows) prefetch_row(src(r + kPrefetchRows), d);
       float* out = panel + r * w;
       const int64_t filled = r < rows ? n : 0;
       if (filled == kPanelCols) convert_panel_row(src(r) + j, scale, out);
@@ -305,30 +314,6 @@ void load_rows_t_packed(const RowAt& src, int64_t rows, int64_t rows_pad, int64_
   }
 }
 
-// Same, transposed: dst (d_pad x rows_pad) with dst[c][r] = row r, column c, times `scale`.
-template <typename T, typename RowAt>
-void load_rows_t(const RowAt& src, int64_t rows, int64_t rows_pad, int64_t d, int64_t d_pad,
-                 float scale, float* __restrict dst, int64_t ld) {
-  for (int64_t c = 0; c < d_pad; ++c)
-    for (int64_t r = rows; r < rows_pad; ++r) dst[c * ld + r] = 0.f;
-  for (int64_t c = d; c < d_pad; ++c)
-    for (int64_t r = 0; r < rows; ++r) dst[c * ld + r] = 0.f;
-  constexpr int64_t kChunk = 64;  // a 16-bit row converted a chunk at a time, then scattered
-  [[maybe_unused]] float row[kChunk];
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* in = src(r);
-    if constexpr (std::is_same_v<T, float>) {
-      for (int64_t c = 0; c < d; ++c) dst[c * ld + r] = in[c] * scale;
-    } else {
-      for (int64_t c0 = 0; c0 < d; c0 += kChunk) {
-        const int64_t n = std::min(kChunk, d - c0);
-        convert_row(in + c0, n, scale, row);
-        for (int64_t c = 0; c < n; ++c) dst[(c0 + c) * ld + r] = row[c];
-      }
-    }
-  }
-}
-
 // Rows [row0, row0 + rows) of head h of a (seq, head, dim) view.
 template <typename T>
 void load_tile(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t rows_pad, int64_t h,
@@ -336,13 +321,6 @@ void load_tile(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t row
   load_rows<T>([&](int64_t r) { return v.at<T>(b, row0 + r, h); }, rows, rows_pad, d, scale, dst,
                ld);
 }
-template <typename T>
-void load_tile_t(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t rows_pad,
-                 int64_t h, int64_t d, int64_t d_pad, float* __restrict dst, int64_t ld) {
-  load_rows_t<T>([&](int64_t r) { return v.at<T>(b, row0 + r, h); }, rows, rows_pad, d, d_pad,
-                 1.f, dst, ld);
-}
-
 // load_tile for a tensor whose dtype may differ from the inputs' (out, dout: View::dtype).
 inline void load_tile_as(const View& v, int64_t b, int64_t row0, int64_t rows, int64_t rows_pad,
                          int64_t h, int64_t d, float scale, float* __restrict dst, int64_t ld) {
