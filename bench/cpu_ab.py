@@ -2,13 +2,17 @@
 
     OMP_NUM_THREADS=2 python3 bench/cpu_ab.py new=build-cpu/libflashattn.so old=OLD/libflashattn.so \
         [--cells fp32:128:2048,bf16:128:1024] [--op fwd|fwdbwd] [--causal] [--rounds 12] [--torch]
+    OMP_NUM_THREADS=1 python3 bench/cpu_ab.py new=... old=... --cpu-time
 
 On a shared 2-core VM single cells of bench/cpu_torch_sdpa.py move by ±15% between runs, more
 than one lever's effect. Here each round times one call of every build in turn (the order rotates,
 each call after an untimed warm-up call), and the verdict is the median over rounds of each
 build's time over the first build's time in the same round: a neighbour's burst slows the calls
 of one round alike and cancels in the ratio. Cells are dtype:head_dim:seqlen, b 1, h 8, the
-tensors and calls of bench/cpu_torch_sdpa.py. Verdicts: docs/performance-log.md."""
+tensors and calls of bench/cpu_torch_sdpa.py. With --cpu-time (one thread only) each call is timed
+by the calling thread's CPU time instead of wall time: when other sessions keep the load at 3-5,
+2-thread wall-time ratios of two identical builds moved by +-10%, and a thread's CPU time leaves
+out the time it was descheduled. Verdicts: docs/performance-log.md."""
 import argparse
 import os
 import statistics
@@ -30,8 +34,14 @@ def main():
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--torch", action="store_true", help="time torch's CPU SDPA in the rounds too")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time by the calling thread's CPU time (needs OMP_NUM_THREADS=1)")
     a = ap.parse_args()
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", os.cpu_count())))
+    threads = int(os.environ.get("OMP_NUM_THREADS", os.cpu_count()))
+    if a.cpu_time and threads != 1:
+        ap.error(f"--cpu-time: the calls must run on the calling thread alone; OMP_NUM_THREADS is {threads}, expected 1")
+    clock = time.thread_time if a.cpu_time else time.perf_counter
+    torch.set_num_threads(threads)
     libs = {n: fa_ctypes.load(p) for n, p in (x.split("=", 1) for x in a.libs)}
     gen = torch.Generator().manual_seed(0)
     for cell in a.cells.split(","):
@@ -46,9 +56,9 @@ def main():
         for r in range(a.rounds):
             for n in names[r % len(names):] + names[:r % len(names)]:
                 run[n]()  # warm-up: the other build's threads have gone to sleep
-                t0 = time.perf_counter()
+                t0 = clock()
                 run[n]()
-                ms[n].append((time.perf_counter() - t0) * 1e3)
+                ms[n].append((clock() - t0) * 1e3)
         ref = names[0]
         line = f"{dt} d{d} s{s} {a.op}{' causal' if a.causal else ''}:"
         for n in names:
