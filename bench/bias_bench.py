@@ -29,7 +29,6 @@ import json
 import os
 import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -37,6 +36,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import flashattn  # noqa: E402
+from gpu_common import median_ms  # noqa: E402
 from round_order import round_orders  # noqa: E402
 
 D = 128
@@ -124,18 +124,6 @@ def flex(cell, grad, compiled):
     return call
 
 
-def median_ms(fn, repeats, device):
-    if device == "cuda":
-        from gpu_common import time_fn
-        return time_fn([fn], repeats)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
 def peak_bytes(fn, device):
     if device != "cuda":
         return None
@@ -201,7 +189,7 @@ def main():
                 times = {n: [] for n in calls}
                 for order in round_orders(list(calls), a.rounds):
                     for n in order:
-                        times[n].append(median_ms(calls[n], a.repeats, dev))
+                        times[n].append(median_ms([calls[n]], a.repeats, dev))
                 flops = 4 * b * a.heads * s * s * D * (3.5 if grad else 1.0)
                 for n, fn in calls.items():
                     ms = statistics.median(times[n])

@@ -42,6 +42,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import flashattn  # noqa: E402
+from gpu_common import median_ms  # noqa: E402
 from round_order import round_orders  # noqa: E402
 
 D = 128
@@ -135,19 +136,6 @@ def graphed(fn):
     with torch.cuda.graph(g):
         fn()
     return g.replay
-
-
-def median_ms(fns, repeats, device):
-    if device == "cuda":
-        from gpu_common import time_fn
-        return time_fn(fns, repeats)
-    import time
-    times = []
-    for i in range(repeats):
-        t0 = time.perf_counter()
-        fns[i % len(fns)]()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
 
 
 def main():

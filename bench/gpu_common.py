@@ -31,6 +31,19 @@ def time_fn(fns, repeats, warmup=5, warmup_ms=200.0):
     return statistics.median(a.elapsed_time(b) for a, b in ev)
 
 
+def median_ms(fns, repeats, device="cuda"):
+    """time_fn on CUDA; on the CPU (the benchmarks' smoke runs) the median wall time of `repeats`
+    calls rotating through fns, with no warm-up."""
+    if device == "cuda":
+        return time_fn(fns, repeats)
+    times = []
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        fns[i % len(fns)]()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
 def ceilings():
     """The card's ceilings, measured once per run: a bf16 8192^3 GEMM (TFLOP/s) and a 2 GiB
     device-to-device copy (TB/s, bytes read + written)."""
