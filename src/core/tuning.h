@@ -60,6 +60,14 @@
 #ifndef FA_TUNING_SM90_BWD_DQ_BULK
 #define FA_TUNING_SM90_BWD_DQ_BULK 1
 #endif
+// The sm90 backward's products within a consumer (compile-time; kernels without softcap or ALiBi):
+// 1 Sᵀ and dPᵀ are committed as two groups, P is formed as soon as Sᵀ has landed (dPᵀ still in
+// flight), dV += Pᵀ·dO is issued before dS is formed (under it), and the dropout keep-mask is
+// drawn while Sᵀ and dPᵀ run; 0 (the ablation) waits for both products, then forms P and dS in
+// one pass and issues dV, dK and dQ together (sm90/bwd_kernel.cuh).
+#ifndef FA_TUNING_SM90_BWD_OVERLAP
+#define FA_TUNING_SM90_BWD_OVERLAP 1
+#endif
 #ifndef FA_TUNING_SM90_FWD_TMA_STORE
 #define FA_TUNING_SM90_FWD_TMA_STORE 1
 #endif

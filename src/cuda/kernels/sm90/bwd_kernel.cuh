@@ -91,6 +91,10 @@ struct BwdTraits {
   static constexpr bool kTransform = kTransform_;
   // Dropout (core/philox.h's keep-mask, the forward's): kernels of their own, as kTransform.
   static constexpr bool kDropout = kDropout_;
+  // The overlapped schedule within a consumer (FA_TUNING_SM90_BWD_OVERLAP): P while dPᵀ runs,
+  // dS while dV runs. Not with a logit transform (its dS needs softcap's derivative of the
+  // logit, which P's pass would have to keep: 32 registers more where 20 bytes spill already).
+  static constexpr bool kOverlap = FA_TUNING_SM90_BWD_OVERLAP != 0 && !kTransform;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "first version: head dims 64 and 128");
   static constexpr int kConsumers = 2;    // consumer warpgroups
   static constexpr int kWgThreads = 128;  // a warpgroup: four warps
@@ -229,6 +233,45 @@ __device__ __forceinline__ void bwd_pointwise(const BwdPointwise& in, float (&st
   }
 }
 
+// The overlapped schedule's two halves of bwd_pointwise (no logit transform). P in place (st <-
+// P, 0 where masked; dropout's keep-mask is applied where P is packed for dV, since dS needs P
+// itself), from Sᵀ alone, while dPᵀ may still be in flight.
+template <class T>
+__device__ __forceinline__ void bwd_probs(const BwdPointwise& in, float (&st)[T::kBlockM / 2]) {
+  constexpr int kM = T::kBlockM;
+  const float scale_log2 = in.scale * kLog2e;
+#pragma unroll
+  for (int j = 0; j < kM / 8; ++j) {
+    const int q_loc = 8 * j + 2 * in.t;
+    const float2 l2 = *reinterpret_cast<const float2*>(in.lse + q_loc);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = in.key0 + 8 * (e >> 1), q = in.m0 + q_loc + (e & 1);
+      float pr = exp2_fast(fmaf(st[4 * j + e], scale_log2, (e & 1) ? -l2.y : -l2.x));
+      if (in.masked && (key >= in.len_k || q >= in.len_q || !in.vis.visible(q, key))) pr = 0.f;
+      st[4 * j + e] = pr;
+    }
+  }
+}
+
+// dS in place (dpt <- P ∘ (scale dP ∘ keep - scale D)) from the P of bwd_probs.
+template <class T>
+__device__ __forceinline__ void bwd_dscores(const BwdPointwise& in, const float (&st)[T::kBlockM / 2],
+                                            float (&dpt)[T::kBlockM / 2]) {
+  constexpr int kM = T::kBlockM;
+#pragma unroll
+  for (int j = 0; j < kM / 8; ++j) {
+    const float2 dd = *reinterpret_cast<const float2*>(in.dsum + 8 * j + 2 * in.t);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float dp = dpt[4 * j + e];
+      if constexpr (T::kDropout)
+        dp = (in.kept_bits >> (4 * j + e)) & 1u ? dp * in.keep_scale : 0.f;
+      dpt[4 * j + e] = st[4 * j + e] * fmaf(dp, in.scale, (e & 1) ? -dd.y : -dd.x);
+    }
+  }
+}
+
 // Grid (key tiles of kBlockN, kv heads, batch); T::kThreads threads, T::kSmemBytes of dynamic
 // shared memory. ws: the sm80 backward's workspace, after its preprocess (stream order).
 template <class T>
@@ -356,13 +399,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     const int hq = step_head(i), m0 = step_m0(i), mb = m0 / kM;
     mbar_wait(full(s), uint32_t((i / kStages) & 1));
 
-    // Sᵀ = K_c · Qᵀ and dPᵀ = V_c · dOᵀ: (64 keys x kM queries) each, over the head dim.
+    // Sᵀ = K_c · Qᵀ and dPᵀ = V_c · dOᵀ: (64 keys x kM queries) each, over the head dim
+    // (kOverlap: two groups, so that P can be formed from Sᵀ while dPᵀ runs).
     float st[kM / 2], dpt[kM / 2];
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks)
       wgmma_ss<Tag, kM>(st, kmajor_sw128_desc(sKc, kN, 16 * ks),
                         kmajor_sw128_desc(sQ(s), kM, 16 * ks), ks > 0);
+    if constexpr (T::kOverlap) wgmma_commit();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks)
       wgmma_ss<Tag, kM>(dpt, kmajor_sw128_desc(sVc, kN, 16 * ks),
@@ -370,29 +415,64 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     wgmma_commit();
     wgmma_acc_fence(st);
     wgmma_acc_fence(dpt);
-    wgmma_wait<0>();
-    wgmma_acc_fence(st);
-    wgmma_acc_fence(dpt);
 
-    // P and dS in place (st <- P, dpt <- dS); softcap and ALiBi of the step's query head.
+    // P and dS (st <- P, dpt <- dS); softcap and ALiBi of the step's query head.
     // A packed batch's partial last query tile too: its rows past the sequence are the next
     // sequence's queries, not the zeros that make them harmless in a fixed-length batch (P = 1
     // there with LSE = D = 0, but zero dO and Q add nothing), so they are masked.
     const bool masked = mb < um.begin || mb >= um.end || (p.varlen() && m0 + kM > len_q);
     const Logit<float> logit{p.softcap, p.alibi_slope(b, hq), int64_t(len_k - len_q)};
     const uint32_t bh = uint32_t(b * p.heads_q + hq);
+    if constexpr (!T::kOverlap) {
+      wgmma_wait<0>();
+      wgmma_acc_fence(st);
+      wgmma_acc_fence(dpt);
+    }
+    // kOverlap: the keep-mask's Philox draws run under the products.
     const uint32_t kept_bits = T::kDropout ? bwd_keep_bits<T::kBlockM>(drop, bh, m0, key0, t) : 0u;
     const BwdPointwise pw{lse_of(s), dsum_of(s), vis,    logit,           scale,
                           key0,      m0,         len_q,  len_k,           t,
                           masked,    drop.keep_scale,    kept_bits};
-    bwd_pointwise<T, T::kTransform>(pw, st, dpt);
     // Pᵀ and dSᵀ as the A operands of dV and dK (keys as M, the step's queries as K): the C
     // fragments of n-tiles 2 kk, 2 kk + 1 are the A fragment of k-step kk.
     uint32_t pf[kM / 16][4], dsf[kM / 16][4];
+    if constexpr (T::kOverlap) {
+      wgmma_wait<1>();  // Sᵀ
+      wgmma_acc_fence(st);
+      bwd_probs<T>(pw, st);
 #pragma unroll
-    for (int kk = 0; kk < kM / 16; ++kk) {
-      pack_a<Tag>(bwd_frag4(st, 2 * kk), bwd_frag4(st, 2 * kk + 1), pf[kk]);
-      pack_a<Tag>(bwd_frag4(dpt, 2 * kk), bwd_frag4(dpt, 2 * kk + 1), dsf[kk]);
+      for (int kk = 0; kk < kM / 16; ++kk) {
+        float c0[4], c1[4];  // P ∘ [kept]: what the forward's P·V saw, unscaled
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          c0[e] = st[8 * kk + e], c1[e] = st[8 * kk + 4 + e];
+          if constexpr (T::kDropout) {
+            if (!((kept_bits >> (8 * kk + e)) & 1u)) c0[e] = 0.f;
+            if (!((kept_bits >> (8 * kk + 4 + e)) & 1u)) c1[e] = 0.f;
+          }
+        }
+        pack_a<Tag>(c0, c1, pf[kk]);
+      }
+      // dV += Pᵀ · dO (dO MN-major: the step's queries are K) runs under dS's pass.
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kM / 16; ++kk)
+        wgmma_rs<Tag, kD, 1>(dv, pf[kk], mnmajor_sw128_desc(sdO(s), kM, 16 * kk), true);
+      wgmma_commit();
+      wgmma_acc_fence(dv);
+      wgmma_wait<1>();  // dPᵀ (dV may still run)
+      wgmma_acc_fence(dpt);
+      bwd_dscores<T>(pw, st, dpt);
+#pragma unroll
+      for (int kk = 0; kk < kM / 16; ++kk)
+        pack_a<Tag>(bwd_frag4(dpt, 2 * kk), bwd_frag4(dpt, 2 * kk + 1), dsf[kk]);
+    } else {
+      bwd_pointwise<T, T::kTransform>(pw, st, dpt);
+#pragma unroll
+      for (int kk = 0; kk < kM / 16; ++kk) {
+        pack_a<Tag>(bwd_frag4(st, 2 * kk), bwd_frag4(st, 2 * kk + 1), pf[kk]);
+        pack_a<Tag>(bwd_frag4(dpt, 2 * kk), bwd_frag4(dpt, 2 * kk + 1), dsf[kk]);
+      }
     }
     // dS (row = query, column = key) into buffer i % 2 for dQ, the same 16-bit values as dsf:
     // element (query q, key k) at the swizzled byte offset of DsTile (wgmma_desc.h).
@@ -426,9 +506,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     const uint32_t sDs = base + uint32_t(T::kDsOffset + buf * T::kDsBytes);
     float dq[T::kDqCols / 2];
     wgmma_fence();
+    if constexpr (!T::kOverlap) {
 #pragma unroll
-    for (int kk = 0; kk < kM / 16; ++kk)
-      wgmma_rs<Tag, kD, 1>(dv, pf[kk], mnmajor_sw128_desc(sdO(s), kM, 16 * kk), true);
+      for (int kk = 0; kk < kM / 16; ++kk)
+        wgmma_rs<Tag, kD, 1>(dv, pf[kk], mnmajor_sw128_desc(sdO(s), kM, 16 * kk), true);
+    }
 #pragma unroll
     for (int kk = 0; kk < kM / 16; ++kk)
       wgmma_rs<Tag, kD, 1>(dk, dsf[kk], mnmajor_sw128_desc(sQ(s), kM, 16 * kk), true);
