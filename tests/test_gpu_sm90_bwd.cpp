@@ -202,6 +202,48 @@ TEST_P(GpuSm90Bwd, GradientsMatchReferenceAndRanSm90) {
 
 INSTANTIATE_TEST_SUITE_P(Grid, GpuSm90Bwd, ::testing::ValuesIn(sm90_bwd_cases()), CaseTestName{});
 
+// Deterministic mode: the gradients by the rule, then 20 reruns bit for bit the same (dQ
+// included: its tiles are added in descending key-tile order behind semaphores). Several key
+// tiles (both consumers' dQ blocks over many steps), GQA, causal or not, a window, a packed batch
+// with an empty sequence, at both head dims.
+std::vector<Case> sm90_bwd_det_cases() {
+  std::vector<Case> out;
+  int seed = 28500;
+  for (const int d : {64, 128})
+    for (int kind = 0; kind < 4; ++kind) {
+      Case c = gqa_case(kind % 2 ? FA_DTYPE_FP16 : FA_DTYPE_BF16, d, seed++);
+      c.deterministic = true;
+      c.seqlen_q = 300;
+      c.seqlen_k = 517;
+      c.causal = kind == 1;
+      if (kind == 2) c.window_left = 100, c.window_right = 40;
+      if (kind == 3) c.lens_q = {200, 0, 333}, c.lens_k = {517, 9, 260}, c.batch = 3;
+      out.push_back(c);
+    }
+  return out;
+}
+
+class GpuSm90BwdDet : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuSm90BwdDet, MatchesReferenceAndRerunsBitIdentical) {
+  std::string why;
+  if (skip_without_sm90_bwd(&why)) GTEST_SKIP() << why;
+  ASSERT_TRUE(why.empty()) << why;
+  Problem pr(GetParam());
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  const Tuning t = sm90_bwd_on();
+  ASSERT_EQ(bwd_family(dev.p, t), "cuda-sm90");
+  run_pass(dev.p, false, &t);
+  if (HasFatalFailure()) return;
+  run_pass(dev.p, true, &t);
+  if (HasFatalFailure()) return;
+  expect_device_results(pr, dev, true);
+  EXPECT_EQ(rerun_backward_differences(dev, pr, 20, true, &t), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, GpuSm90BwdDet, ::testing::ValuesIn(sm90_bwd_det_cases()),
+                         CaseTestName{});
+
 // With the knob on, what the first version does not serve goes to cuda-sm80 (its refusal named
 // by cuda-sm90 is not what the caller hears: cuda-sm80 takes the call); with it off (the
 // default) no backward goes to cuda-sm90, and the forward's family does not follow the knob.
@@ -243,7 +285,7 @@ TEST(GpuSm90BwdFallback, UnservedCallsGoToSm80) {
   EXPECT_EQ(family(hd60, on), "cuda-sm90") << "head_dim 60";
   Case det = c;
   det.deterministic = true;
-  EXPECT_EQ(family(det, on), "cuda-sm80") << "deterministic";
+  EXPECT_EQ(family(det, on), "cuda-sm90") << "deterministic";
   Case w = c;
   w.window_left = 16;
   EXPECT_EQ(family(w, on), "cuda-sm90") << "window";

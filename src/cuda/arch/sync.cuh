@@ -107,6 +107,15 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 #endif
 }
 
+// Global memory between the generic proxy and the async proxy (bulk copies and reductions): after
+// a generic-proxy acquire, before this thread's bulk reduction that must follow what the acquire
+// saw; and after a completed bulk reduction, before the release that publishes it.
+__device__ __forceinline__ void fence_proxy_async_global() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+#endif
+}
+
 // A plain arrival on an mbarrier (a consumer's release of a buffer to the producer).
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

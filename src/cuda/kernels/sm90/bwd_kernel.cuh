@@ -46,11 +46,19 @@
 // the barriers. All tiles in the 128-byte swizzled 64-column blocks of tile/swizzle.h that TMA's
 // SWIZZLE_128B writes and the wgmma descriptors read. d 128: 192 KB + 1 KB; d 64: 128 KB + 1 KB.
 //
+// Deterministic mode (p.deterministic, bulk dQ only): the blocks of one kv head add into a dQ
+// tile in descending key-tile order, as the sm80 family's (sm80/bwd_kernel.cuh says why
+// descending): a semaphore per (query head, batch, query tile) counts the consumers' bulk
+// reductions that have completed; a consumer's issuer waits until every consumer of the later key
+// tiles that touch the tile has added (at d 64, where both consumers add to one block, consumer 1
+// also after consumer 0), issues, and publishes its own completion a step later (when it waits
+// for the staging anyway), so that the wait for completion is off the step's path. blockIdx.x
+// runs the key tiles backwards, so a wait depends only on blocks dispatched before it.
+//
 // Served (sm90_bwd_refusal in bwd_sm90.cu says why not otherwise; cuda-sm80 runs the rest):
 // fp16 / bf16, head dims 64 and 128, full and causal attention (bottom-right), sliding windows,
-// softcap, ALiBi, dropout, GQA / MQA, seqlen_q != seqlen_k, fixed-length and packed batches
-// (windows, softcap, ALiBi, dropout and packed batches written without a GPU: not yet run). Not
-// yet: the deterministic mode, other head dims; the overlap of the products with the
+// softcap, ALiBi, dropout, GQA / MQA, seqlen_q != seqlen_k, fixed-length and packed batches,
+// the deterministic mode. Not yet: other head dims; the overlap of the products with the
 // element-wise pass, a persistent scheduler. Its first GPU runs hung in the
 // register hand-over (kProducerRegs below); its accuracy is checked by
 // tests/test_gpu_sm90_bwd.cpp.
@@ -272,6 +280,25 @@ __device__ __forceinline__ void bwd_dscores(const BwdPointwise& in, const float 
   }
 }
 
+// Deterministic mode's turns (one thread, the consumer's dQ issuer). Wait until the semaphore
+// counts `turn` completed reductions, then order this thread's bulk reduction after them. The
+// wait always ends (it depends only on blocks dispatched earlier); should that ever fail, it
+// gives up after about a minute rather than hang (a trap here, as the sm80 family's, made ptxas
+// spill ~900 bytes of the consumers' accumulators).
+__device__ __forceinline__ void dq_wait_turn(const int* sem, int turn) {
+  for (int spins = 0; load_acquire(sem) < turn && spins < (1 << 30); ++spins) __nanosleep(64);
+  fence_proxy_async_global();
+}
+
+// The issuer's last reduction has completed (cp.async.bulk.wait_group 0): publish it.
+__device__ __forceinline__ void dq_publish(int*& sem) {
+  if (sem == nullptr) return;
+  fence_proxy_async_global();
+  __threadfence();
+  add_release(sem, 1);
+  sem = nullptr;
+}
+
 // Grid (key tiles of kBlockN, kv heads, batch); T::kThreads threads, T::kSmemBytes of dynamic
 // shared memory. ws: the sm80 backward's workspace, after its preprocess (stream order).
 template <class T>
@@ -301,7 +328,9 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
   const int tid = threadIdx.x, wg = tid / T::kWgThreads, lane = tid % 32;
   const int warp = (tid % T::kWgThreads) / 32;  // in the warpgroup
-  const int nb = int(blockIdx.x), hk = int(blockIdx.y), b = int(blockIdx.z);
+  const bool deterministic = T::kDqBulk && p.deterministic;
+  const int nb = deterministic ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int hk = int(blockIdx.y), b = int(blockIdx.z);
   const SeqInfo sq = p.seq(b);
   // The maps' batch coordinate: a packed batch is one entry of its total rows (bwd_sm90.cu), each
   // sequence at its start. A tile past a sequence's end reads the next one's rows (zeros past the
@@ -386,6 +415,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   const uint32_t sVc = sV + uint32_t(T::kWgKeys * c) * kSw128RowBytes;
   const int key0 = int(n0) + T::kWgKeys * c + 16 * warp + g;
   const bool dq_issuer = tid % T::kWgThreads == 0;  // issues the warpgroup's dQ bulk reductions
+  // Deterministic mode: the semaphore of the issuer's reduction in flight (published once it has
+  // completed), and the key tiles of the sequence.
+  int* pending_sem = nullptr;
+  const int n_tiles = int((sq.len_k + kN - 1) / kN);
   const float scale = p.softmax_scale;
   const DropoutStream drop = DropoutStream::make(p.seed, p.offset, p.dropout_p);
   // dV, dK: this consumer's 64 keys x d, fp32, accumulated over the whole walk.
@@ -494,7 +527,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // The dQ staging of this consumer is free once the last step's bulk reduction has read it:
     // its issuer waits for that before the barrier below, which the warpgroup's threads pass
     // before they write the staging again (kDqBulk).
-    if (T::kDqBulk && dq_issuer) tma_store_wait_read<0>();
+    // Deterministic mode: the whole reduction, then its completion published.
+    if (T::kDqBulk && dq_issuer) {
+      if (deterministic) {
+        tma_store_wait<0>();
+        dq_publish(pending_sem);
+      } else {
+        tma_store_wait_read<0>();
+      }
+    }
     // Both consumers' halves of dS are in place. (Buffer i % 2 is free: the other consumer read
     // it at step i - 2 and waited for that before arriving here at step i - 1.)
     named_barrier_sync(NamedBarrier::kConsumers, T::kConsumers * T::kWgThreads);
@@ -550,8 +591,27 @@ __global__ void __launch_bounds__(T::kThreads, 1)
               make_float2(dq[4 * nt + 2 * r], dq[4 * nt + 2 * r + 1]);
         }
         fence_proxy_async_shared();
+        // Deterministic mode: warp 0 counts the later key tiles whose queries include this tile
+        // (KeyTileQueries, the walk's own rule), while the others store.
+        int later = 0;
+        if (deterministic && warp == 0) {
+          for (int j0 = nb + 1; j0 < n_tiles; j0 += 32) {
+            const int j = j0 + lane;
+            bool adds = false;
+            if (j < n_tiles) {
+              const sm80::KeyTileQueries qj(vis, sq.len_q, sq.len_k, j, kN, kM);
+              adds = qj.begin <= mb && mb < qj.end;
+            }
+            later += __popc(__ballot_sync(0xffffffffu, adds));
+          }
+        }
         named_barrier_sync(c == 0 ? NamedBarrier::kBwdDq0 : NamedBarrier::kBwdDq1, T::kWgThreads);
         if (dq_issuer) {
+          if (deterministic) {
+            int* sem = ws.sem + (int64_t(hq) * p.batch + b) * ws.m_blocks + mb;
+            dq_wait_turn(sem, T::kConsumers * later + (T::kDqBlocks == 1 ? c : 0));
+            pending_sem = sem;
+          }
           bulk_reduce_add_f32(acc + DqL::pair_offset(4 * dq_blk, 0, 0),
                               smem_addr(stage), uint32_t(T::kDqStageBytes));
           tma_store_commit();
@@ -567,7 +627,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     }
   }
   // The block's shared memory must outlive the last bulk reduction's reads.
-  if (T::kDqBulk && dq_issuer) tma_store_wait<0>();
+  if (T::kDqBulk && dq_issuer) {
+    tma_store_wait<0>();
+    if (deterministic) dq_publish(pending_sem);
+  }
 
   // dK, dV out: this thread's keys key0, key0 + 8, columns 8 j + 2 t, + 1 (keys past len_k are
   // not written). A tile no query sees writes zeros.

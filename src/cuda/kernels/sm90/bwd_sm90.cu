@@ -32,7 +32,7 @@ bool built_for_sm90a() {
 }
 
 // The layout the shared pre- and postprocess know (bwd_sm80.h), without the split tail: its
-// counters and partial sums are empty. Its semaphores (the deterministic mode's) are unused.
+// counters and partial sums are empty; its semaphores are the deterministic mode's.
 sm80::BwdLayout layout(const Params& p, int kernel_d) {
   return sm80::bwd_layout(p, kernel_d, sm80::BwdTail{});
 }
@@ -81,6 +81,8 @@ void launch(const Params& p, const Context& ctx, void* workspace, cudaStream_t s
     return dim3(unsigned((rows + rows_per_block - 1) / rows_per_block), unsigned(p.heads_q),
                 unsigned(p.batch));
   };
+  if (p.deterministic)  // the turns' semaphores (bwd_kernel.cuh)
+    check(cudaMemsetAsync(ws.sem, 0, l.sem_elems * sizeof(int), stream), "clearing the semaphores");
   // Scale · D, LSE · log2 e, the accumulator cleared (whole 128-row tiles a sequence: more than
   // the main kernel's 64-row tiles add into).
   sm80::bwd_preprocess<typename T::Tag, kD>
@@ -128,7 +130,8 @@ std::string sm90_bwd_refusal(const Params& p, const Context& ctx) {
   if (p.dtype != DType::BF16 && p.dtype != DType::F16) return "fp16 / bf16 only";
   if (p.head_dim != 64 && p.head_dim != 128)
     return "backward head_dim " + std::to_string(p.head_dim) + " (64 and 128 only, first version)";
-  if (p.deterministic) return "deterministic backward not yet";
+  if (p.deterministic && !FA_TUNING_SM90_BWD_DQ_BULK)
+    return "deterministic backward with FA_TUNING_SM90_BWD_DQ_BULK=0";
   if (p.q_shift != 0) return "q_shift not yet";
   if (p.bias.kind != Params::Bias::Kind::None) return "attention bias not yet";
   const MapExtents e = map_extents(p);  // the kernel's row coordinates are int32
