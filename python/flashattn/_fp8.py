@@ -15,8 +15,9 @@ flashattn.fp8 has the conversions (to_e4m3_bytes: round to nearest even with sat
 as the GPU's cvt.rn.satfinite.e4m3x2.f32; from_e4m3_bytes: exact) and quantize_e4m3, which picks
 the per-(batch, kv head) descales amax / 448.
 
-In this build the CPU backend runs fp8 (exact decoding, fp32 accumulation); CUDA tensors are
-refused by the library with FlashAttnError naming fp8 (the Hopper kernels are issue 30's).
+The CPU backend runs fp8 (exact decoding, fp32 accumulation); on CUDA tensors the library's
+sm90 kernels (H100 / H200) and its KV-cache kernels (sm80 and later) do; elsewhere the call
+raises FlashAttnError naming fp8.
 """
 import ctypes
 

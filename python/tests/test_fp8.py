@@ -8,7 +8,9 @@
 - the descales' indexing (q's per kv head), the default out dtype (bfloat16), the LSE;
 - the refusals, each naming the feature: the backward, dropout, attn_bias, descales without fp8,
   a bare uint8 tensor, mixed dtypes, fp32 out;
-- the KV-cache append with fp8 keys, also on CUDA tensors (the cuda-kvcache family).
+- the KV-cache append with fp8 keys, also on CUDA tensors (the cuda-kvcache family);
+- on an sm90 GPU, the plain forward (cuda-sm90's fp8 kernels) against the oracle, held to 2x the
+  naive fp8 baseline's error (P rounded to e4m3).
 
 torch 1.13 (Debian's) has no float8 dtype: the tests pass e4m3 bytes as flashattn.e4m3(uint8);
 with torch >= 2.1 the same calls also run with torch.float8_e4m3fn tensors.
@@ -227,3 +229,42 @@ def test_kvcache_appends_fp8_keys_bit_for_bit(device):
     bf = torch.zeros(b, cap, hk, d, dtype=torch.bfloat16)
     with pytest.raises(flashattn.FlashAttnError, match="k_cache is not fp8 e4m3"):
         flashattn.flash_attn_with_kvcache(wrap(qb), bf, wrap(vc), cache_seqlens=lens)
+
+
+def naive_fp8(q, k, v, causal):
+    """The naive fp8 baseline: fp32, the probabilities (<= 1) rounded to e4m3 before P·V."""
+    sq, hq, d = q.shape[1], q.shape[2], q.shape[3]
+    sk, group = k.shape[1], q.shape[2] // k.shape[2]
+    q, k, v = q.float(), k.float().repeat_interleave(group, 2), v.float().repeat_interleave(group, 2)
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k) * d ** -0.5
+    if causal:  # bottom-right aligned
+        i, j = torch.arange(sq)[:, None], torch.arange(sk)[None, :]
+        s = s.masked_fill(j > i + (sk - sq), float("-inf"))
+    p = fp8.from_e4m3_bytes(fp8.to_e4m3_bytes(torch.softmax(s, dim=-1)))
+    return torch.einsum("bhqk,bkhd->bqhd", p, v)
+
+
+def sm90():
+    return torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] == 9
+
+
+@requires_cuda
+@pytest.mark.skipif(not sm90(), reason="needs an sm90 GPU (cuda-sm90's fp8 forward)")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_cuda_sm90_forward_matches_dequantized_oracle(d, causal):
+    """On sm90 the plain forward runs cuda-sm90's fp8 kernels (e4m3 products, P rounded to
+    e4m3): held to 2x the naive fp8 baseline's error, as the C++ GPU tests are."""
+    gen = torch.Generator().manual_seed(12 + d)
+    hq, hk = 4, 2
+    qb, qd = quantized(gen, 2, 97, hq, d, hq // hk)
+    kb, kd = quantized(gen, 2, 150, hk, d)
+    vb, vd = quantized(gen, 2, 150, hk, d)
+    on = [t.cuda() for t in (qb, kb, vb, qd, kd, vd)]
+    out = flashattn.flash_attn_func(wrap(on[0]), wrap(on[1]), wrap(on[2]), causal=causal,
+                                    q_descale=on[3], k_descale=on[4], v_descale=on[5])
+    assert out.dtype == torch.bfloat16 and out.is_cuda
+    q, k, v = dequant(qb, qd, hq // hk), dequant(kb, kd), dequant(vb, vd)
+    ref, _ = attention(q, k, v, causal=causal)
+    naive = naive_fp8(q, k, v, causal)
+    check_rule("out", out.cpu().double(), ref, naive.to(torch.bfloat16).double(), 2, 1e-5)

@@ -923,7 +923,7 @@ void check_bias_cpu_only(const fa_params& p, bool backward) {
 void check_fp8(const fa_params& p, bool backward) {
   if (p.q.dtype != FA_DTYPE_FP8_E4M3) return;
   // On CUDA tensors the families take or refuse fp8 (cuda/backend.cu, check_forward_args: the
-  // KV-cache family reads it).
+  // KV-cache family and cuda-sm90's forward read it).
   auto refuse = [](const char* what) {
     fail(FA_ERROR_UNSUPPORTED, what, " with q.dtype=fp8_e4m3 is not supported: the fp8 path is "
          "an inference forward");

@@ -72,12 +72,12 @@ void check_cuda_backend(const Params& p) {
 void check_forward_args(const Params& p, bool fp8_ok) {
   if (p.dtype == DType::F32)
     fail(FA_ERROR_UNSUPPORTED, "q.dtype=fp32 on CUDA: the GPU kernels take fp16 or bf16");
-  // fp8 e4m3 (fa_params 0.5): cuda-kvcache reads it (KV-cache and split calls); every other
-  // kernel behind this check would read its bytes as fp16 (issue 30: the Hopper fp8 forward).
+  // fp8 e4m3 (fa_params 0.5): cuda-kvcache (KV-cache and split calls) and cuda-sm90's forward
+  // read it; every other kernel behind this check would read its bytes as fp16.
   if (p.dtype == DType::E4M3 && !fp8_ok)
-    fail(FA_ERROR_UNSUPPORTED, "q.dtype=fp8_e4m3 on CUDA: only KV-cache calls (cuda-kvcache: a "
-         "cache's fields or num_splits > 1) take fp8 in this build; the other GPU kernels take "
-         "fp16 or bf16");
+    fail(FA_ERROR_UNSUPPORTED, "q.dtype=fp8_e4m3 on CUDA: only the sm90 forward (cuda-sm90) and "
+         "KV-cache calls (cuda-kvcache: a cache's fields or num_splits > 1) take fp8; the other GPU "
+         "kernels take fp16 or bf16");
   if (p.dtype == DType::E4M3 && p.head_dim % 16 != 0)
     fail(FA_ERROR_HEAD_DIM, "head_dim=", p.head_dim, " must be a multiple of 16 with fp8 inputs "
          "on CUDA");

@@ -21,8 +21,8 @@ void copy_to_host_sync(void* dst, const void* src, size_t bytes, int device, voi
 
 // Throws ApiError when no kernel of this build can run the forward (arch, dtype, head_dim,
 // alignment, unsupported feature). ctx: the device's properties and the knobs (core/tuning.h).
-// fp8_ok: the family reads fp8 e4m3 inputs (cuda-kvcache); then their head_dim must be a
-// multiple of 16 (16-byte chunks of a row).
+// fp8_ok: the family reads fp8 e4m3 inputs (cuda-kvcache, cuda-sm90's forward); then their
+// head_dim must be a multiple of 16 (16-byte chunks of a row).
 void check_forward(const Params& p, const Context& ctx, bool fp8_ok = false);
 // check_forward's parts that hold for every tiled family whatever the device: backend=REFERENCE
 // refused (check_cuda_backend); dtype, head_dim, sizes and 16-byte alignment (check_forward_args).

@@ -56,6 +56,17 @@ const char* family_name(CudaFamily f) {
   return "cuda-?";
 }
 
+// fp8 forwards are cuda-sm90's (and, with a KV cache's fields, cuda-kvcache's). cuda-sm90's own
+// refusal is reported only when no later family refuses, so cuda-sm80's says why cuda-sm90 did not
+// take the call (after the checks every CUDA kernel makes, whose errors come first).
+void refuse_fp8(const Params& p, const Context& ctx) {
+  check_forward(p, ctx, /*fp8_ok=*/true);
+  const std::string why = ctx.device.major == 9 ? sm90_fwd_refusal(p, ctx) : "needs an sm90 device";
+  fail(FA_ERROR_UNSUPPORTED, "q.dtype=fp8_e4m3 on CUDA: the fp8 forward is cuda-sm90's (KV-cache "
+       "calls: cuda-kvcache's), and cuda-sm80 takes fp16 / bf16; cuda-sm90: ",
+       why.empty() ? std::string("(none)") : why);
+}
+
 // The KV cache's fields are cuda-kvcache's alone: every other family would ignore them.
 void refuse_kv_cache(const Params& p, const char* family) {
   if (p.uses_kv_cache())
@@ -99,12 +110,14 @@ void check_family(CudaFamily f, const Params& p, bool backward, const Context& c
 #endif
         return;
       }
-      check_forward(p, ctx);  // what every CUDA kernel needs (arch, dtype, alignment, sizes)
+      // What every CUDA kernel needs (arch, dtype, alignment, sizes); fp8 is served here.
+      check_forward(p, ctx, /*fp8_ok=*/true);
       const std::string why = sm90_fwd_refusal(p, ctx);
       if (!why.empty()) fail(FA_ERROR_UNSUPPORTED, "cuda-sm90: ", why);
       return;
     }
     case CudaFamily::Sm80:
+      if (!backward && p.dtype == DType::E4M3) return refuse_fp8(p, ctx);
       // FA_ERROR_BACKEND for a backward in a build without backward kernels
       return backward ? check_backward(p, ctx) : check_forward(p, ctx);
     case CudaFamily::Sm75:
@@ -160,7 +173,7 @@ void run_family(CudaFamily f, const Params& p, bool backward, const Context& ctx
 // the workspace (cuda/head_dim_pad.h). Vanilla takes every head dim, the KV-cache family refuses.
 bool pads(CudaFamily f, const Params& p) {
   return (f == CudaFamily::Sm80 || f == CudaFamily::Sm90 || f == CudaFamily::Sm75) &&
-         needs_head_dim_padding(p);
+         p.dtype != DType::E4M3 && needs_head_dim_padding(p);  // (fp8: head_dim % 16 == 0)
 }
 // Where the padded copies would be, for checks and workspace sizes (never dereferenced).
 char* const kPlaceholder = reinterpret_cast<char*>(uintptr_t(256));

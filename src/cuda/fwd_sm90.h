@@ -21,4 +21,11 @@ size_t sm90_forward_workspace(const Params& p, const Context& ctx);
 // persistent launch takes the static walk where the tiles are of one length.
 void sm90_forward(const Params& p, const Context& ctx, void* workspace, size_t bytes, void* stream);
 
+// The same three for fp8 e4m3 inputs (kernels/sm90/fwd_fp8_sm90.cu), which the ones above hand
+// fp8 calls to. Its workspace holds Vᵀ (kernels/sm90/fp8_v_layout.h) besides the tile counter.
+std::string sm90_fp8_fwd_refusal(const Params& p, const Context& ctx);
+size_t sm90_fp8_forward_workspace(const Params& p, const Context& ctx);
+void sm90_fp8_forward(const Params& p, const Context& ctx, void* workspace, size_t bytes,
+                      void* stream);
+
 }  // namespace fa::cuda

@@ -36,8 +36,11 @@ namespace {
 struct RowStrides {
   int64_t head, row, seq;
 };
+// Bytes an element: 16-bit views, or 1 for fp8 e4m3 (the sm90 fp8 forward's q and k).
+int64_t elem_bytes(const View& v) { return v.dtype == DType::E4M3 ? 1 : 2; }
+
 RowStrides row_strides(const View& v, int64_t batch, int64_t rows, int64_t heads) {
-  const int64_t sh = v.stride_h * 2, ss = v.stride_s * 2;
+  const int64_t es = elem_bytes(v), sh = v.stride_h * es, ss = v.stride_s * es;
   return {sh, ss, batch > 1 ? v.stride_b * 2 : ss * rows + sh * heads};
 }
 
@@ -69,11 +72,14 @@ bool encode_row_tiles(const View& v, int64_t batch, int64_t rows, int64_t heads,
   const cuuint64_t dims[4] = {cuuint64_t(head_dim), cuuint64_t(heads), cuuint64_t(rows),
                               cuuint64_t(batch)};
   const cuuint64_t strides[3] = {cuuint64_t(st.head), cuuint64_t(st.row), cuuint64_t(st.seq)};
-  const cuuint32_t box[4] = {SwizzledTile<8, 64>::kBlockCols, cuuint32_t(box_heads),
-                             cuuint32_t(box_rows), 1};
+  // A box's columns: one 128-byte block (64 16-bit values, 128 fp8 ones).
+  const bool fp8 = elem_bytes(v) == 1;
+  const cuuint32_t box[4] = {cuuint32_t(SwizzledTile<8, 64>::kBlockCols * (fp8 ? 2 : 1)),
+                             cuuint32_t(box_heads), cuuint32_t(box_rows), 1};
   const cuuint32_t unit[4] = {1, 1, 1, 1};
   CUtensorMap m;
-  if (fn(&m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, v.data, dims, strides, box, unit,
+  const CUtensorMapDataType type = fp8 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16;
+  if (fn(&m, type, 4, v.data, dims, strides, box, unit,
          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
          CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
     return false;

@@ -10,8 +10,9 @@
 
 namespace fa::cuda {
 
-// The tensor map of a 16-bit (batch, rows, heads, head_dim) view (a fixed-length batch; a packed
-// one is batch 1 with its total rows) for boxes of 64 columns x box_rows rows of one head, stored
+// The tensor map of a 16-bit or fp8 e4m3 (batch, rows, heads, head_dim) view (a fixed-length
+// batch; a packed one is batch 1 with its total rows) for boxes of one 128-byte block of columns
+// (64 16-bit values, 128 e4m3 ones; v.dtype says which) x box_rows rows of one head, stored
 // as the kernels' 128-byte swizzled column blocks (src/cuda/tile/swizzle.h); the map's dims,
 // innermost first, are (head_dim, heads, rows, batch). Columns past head_dim and rows past `rows`
 // arrive as zeros. False, with *map untouched, where the driver lacks tensor maps or refuses

@@ -40,6 +40,27 @@ __device__ __forceinline__ void e4m3x4_to_f16x4(uint32_t x, uint32_t& lo, uint32
 #endif
 }
 
+// Four fp32 values to e4m3 codes, value j in byte j, as core/fp8.h's to_e4m3 rounds them
+// (nearest even, saturating to +-448, NaN to 0x7F): cvt.rn.satfinite.e4m3x2.f32, sm89 and later
+// (its first source goes to the high byte). Elsewhere 0: no kernel for those archs calls it.
+__device__ __forceinline__ uint32_t f32x4_to_e4m3x4(float x0, float x1, float x2, float x3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t r;
+  asm("{\n"
+      "  .reg .b16 lo, hi;\n"
+      "  cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+      "  cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      "  mov.b32 %0, {lo, hi};\n"
+      "}\n"
+      : "=r"(r)
+      : "f"(x0), "f"(x1), "f"(x2), "f"(x3));
+  return r;
+#else
+  (void)x0, (void)x1, (void)x2, (void)x3;
+  return 0u;
+#endif
+}
+
 // 16 e4m3 codes (a uint4, code j in byte j % 4 of word j / 4) as 16 fp16 values: out[0] holds
 // values 0-7, out[1] values 8-15, each in the order of an fp16 row in memory.
 __device__ __forceinline__ void e4m3x16_to_f16x16(const uint4& in, uint4 (&out)[2]) {

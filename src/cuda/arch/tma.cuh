@@ -48,6 +48,19 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
 #endif
 }
 
+// A 1-D bulk copy (no tensor map) of `bytes` bytes from global src to shared memory at dst,
+// completing on barrier bar: both addresses 16-byte aligned, bytes a multiple of 16.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,
+                                          uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          dst),
+      "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar)
+      : "memory");
+#endif
+}
+
 // The box of a rank-4 tensor map at element coordinates (c0 innermost .. c3) into shared memory
 // at dst (for a 128-byte swizzled map: 1024-byte aligned), completing on barrier bar. map: the
 // generic address of a CUtensorMap in constant / parameter / global memory.

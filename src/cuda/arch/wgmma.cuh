@@ -19,6 +19,12 @@
 // be read. Shared memory written by ordinary stores must be made visible to wgmma with
 // fence_proxy_async_shared() (sync.cuh) before the barrier that precedes the wgmma.
 //
+// fp8 (E4m3Tag): m64nNk32 with e4m3 A and B (N in {64, 128, 256}), both K-major (8-bit operands
+// take no transpose bit): from registers, A is four .b32 a thread holding 16 e4m3 values, the
+// layout of an mma.sync m16n8k32 8-bit A fragment for the warp's 16 rows (g = lane / 4, t = lane %
+// 4): register 0 bytes 0..3 = row g, k 4t..4t+3; register 1 = row g + 8, the same k; registers 2
+// and 3 = the same rows, k 16 + 4t..16 + 4t + 3. K steps are 32 bytes, as k16 steps of 16-bit types.
+//
 // The bodies for N in {16, 32, 64, 96, 128, 192, 256} are generated (scripts/gen_wgmma.py,
 // wgmma_ops.inc) and compiled only for sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); elsewhere the
 // wrappers trap, and callers branch on the architecture first.
@@ -29,6 +35,8 @@
 #include "cuda/arch/mma.cuh"  // Bf16Tag, Fp16Tag
 
 namespace fa::cuda {
+
+struct E4m3Tag {};  // fp8 e4m3 operands (k32 steps)
 
 template <typename Tag, int N>
 struct WgmmaSS;

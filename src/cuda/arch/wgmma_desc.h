@@ -43,6 +43,13 @@ FA_HOST_DEVICE uint64_t kmajor_sw128_desc(uint32_t tile, int rows, int k0) {
   return smem_desc(start, 16, kSw128AtomBytes, SmemSwizzle::k128B);
 }
 
+// K-major 32-byte k step at byte k_byte (a multiple of 32, below 64) of a 64-byte-swizzled tile
+// at tile (512-byte aligned): rows of 64 bytes, 16-byte chunk c of row r at c ^ (r / 2 % 4),
+// 8-row atoms of 512 bytes (SBO); the fp8 forward's Vᵀ blocks of 64 keys (fp8_v_layout.h).
+FA_HOST_DEVICE uint64_t kmajor_sw64_desc(uint32_t tile, int k_byte) {
+  return smem_desc(tile + uint32_t(k_byte), 16, 512, SmemSwizzle::k64B);
+}
+
 // MN-major k16 slice k0 (rows k0 .. k0 + 15, a multiple of 16) of a 128-byte-swizzled tile of
 // `rows` K rows at tile, N spanning its 64-column blocks.
 FA_HOST_DEVICE uint64_t mnmajor_sw128_desc(uint32_t tile, int rows, int k0) {

@@ -28,6 +28,15 @@
 // Under the last two a work tile visits its key tiles masked ones first (tile_plan.h's KeyOrder,
 // FwdTraits::kPeel) and runs the rest in a loop whose softmax has no mask or logit code.
 //
+// fp8 (FwdTraits::kFp8, issue 30; host side fwd_fp8_sm90.cu): e4m3 Q, K, V, the output fp16 / bf16.
+// Q and K arrive by TMA as 128-byte rows of 128 e4m3 values (the same swizzled image as 64 16-bit
+// values), S = Q·Kᵀ by SS-wgmma m64nNk32; V, which the 8-bit P·V needs K-major (keys contiguous),
+// comes from Vᵀ blocks that a pre-pass (fp8_v_layout.h) wrote into the workspace in the
+// shared-memory image the wgmma descriptor reads, one bulk copy a key tile, with the keys of each
+// 32-key step permuted so that P's fp32 accumulator fragment is the 8-bit A fragment as it stands
+// (no shuffles). P is rounded to e4m3 with its row max at 2^kFp8POffsetLog2 (below), q's and k's
+// descales fold into the softmax scale, v's into the epilogue's 1 / l.
+//
 // Served (sm90_fwd_refusal in fwd_sm90.h says why not otherwise): fp16 / bf16, head dims up to
 // the kernel's (64, 128, 256; columns past head_dim arrive as TMA zeros and are not stored),
 // GQA / MQA, causal and sliding windows (bottom-right, core/mask.h), softcap, ALiBi, packed
@@ -41,10 +50,12 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "core/mask.h"
 #include "core/params.h"
 #include "core/tuning.h"  // FA_TUNING_SM90_FWD_D256_BLOCK_N
+#include "cuda/arch/cvt_fp8.cuh"
 #include "cuda/arch/exp2.cuh"
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/mma.cuh"
@@ -52,6 +63,7 @@
 #include "cuda/arch/tma.cuh"
 #include "cuda/arch/wgmma.cuh"
 #include "cuda/arch/wgmma_desc.h"
+#include "cuda/kernels/sm90/fp8_v_layout.h"
 #include "cuda/kernels/sm90/tile_plan.h"
 #include "cuda/tensor_map.h"
 #include "cuda/tile/dropout.cuh"
@@ -74,17 +86,23 @@ namespace fa::cuda::sm90 {
 enum class Schedule : int { kSerial = 0, kOverlap = 1, kPingPong = 2 };
 
 template <int kHeadDim_, typename Tag_, Schedule kSchedule_ = Schedule::kPingPong,
-          bool kDropout_ = false, int kConsumers_ = 2>
+          bool kDropout_ = false, int kConsumers_ = 2, bool kFp8_ = false>
 struct FwdTraits {
-  using Tag = Tag_;
+  using Tag = Tag_;  // the 16-bit type: the operands' and the output's, or (kFp8) the output's
   static constexpr int kHeadDim = kHeadDim_;
+  // e4m3 Q, K, V (the kernel's header): k32 wgmmas, the Vᵀ blocks of fp8_v_layout.h for P·V.
+  static constexpr bool kFp8 = kFp8_;
+  using MmaTag = std::conditional_t<kFp8, E4m3Tag, Tag>;  // the wgmmas' operand type
+  static constexpr int kElemBytes = kFp8 ? 1 : 2;
+  static constexpr int kKStep = 32 / kElemBytes;  // elements a wgmma k step (32 bytes)
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "instantiated: 64, 128, 256");
   static constexpr int kConsumers = kConsumers_;  // consumer warpgroups (three: d 64 only)
   static constexpr int kWgThreads = 128;            // a warpgroup: four warps
   static constexpr int kWgRows = 64;                // query rows a consumer (one wgmma m64)
   static constexpr int kThreads = kWgThreads * (1 + kConsumers);
   static constexpr int kBlockM = kWgRows * kConsumers;  // queries a block
-  static constexpr int kBlockN = kConsumers_ == 3  ? 128  // (S, O and P in 160 registers)
+  static constexpr int kBlockN = kFp8_             ? fp8_block_n(kHeadDim_)  // (fp8_v_layout.h)
+                                 : kConsumers_ == 3  ? 128  // (S, O and P in 160 registers)
                                  : kHeadDim <= 64  ? FA_TUNING_SM90_FWD_D64_BLOCK_N
                                  : kHeadDim <= 128 ? 128
                                  : kDropout_       ? 64
@@ -99,15 +117,23 @@ struct FwdTraits {
   // as fast at s 512, 0.77-0.86x at 4k (docs/performance-log.md, twenty-fifth session).
   static constexpr bool kPeel =
       FA_TUNING_SM90_FWD_PEEL != 0 && kSchedule_ != Schedule::kSerial && kHeadDim_ <= 128;
-  using QTile = SwizzledTile<kBlockM, kHeadDim>;
-  using KvTile = SwizzledTile<kBlockN, kHeadDim>;
+  // Q and K: rows of kHeadDim elements in 128-byte blocks (SwizzledTile counts 16-bit columns: an
+  // fp8 row of 128 values is one block; at d 64 half of it, TMA's zeros past head_dim).
+  using QTile = SwizzledTile<kBlockM, kHeadDim * kElemBytes / 2>;
+  using KvTile = SwizzledTile<kBlockN, kHeadDim * kElemBytes / 2>;
   static constexpr int kQBytes = QTile::kElems * 2, kKvBytes = KvTile::kElems * 2;
+  // A V stage: the tile as K's (16-bit), or one Vᵀ block, kHeadDim rows of kBlockN keys (fp8).
+  static constexpr int kVBytes = kFp8 ? kHeadDim * kBlockN : kKvBytes;
+  static constexpr int kBoxCols = 128 / kElemBytes;  // a TMA box: one 128-byte block of columns
+  // P·V's k steps a key tile; the P fragments they take (four registers each).
+  static constexpr int kPSteps = kBlockN / kKStep;
+  static_assert(!kFp8 || (kConsumers == 2 && !kDropout_), "fp8: two consumers, no dropout");
   // Q buffers (FA_TUNING_SM90_FWD_Q_BUFFERS): two where they fit beside the ring (d 64: 32 or
   // 48 KB; d 128: 64 KB beside 128 KB; not d 256: 128 KB beside 128 KB): the next work tile's Q
   // then lands a tile ahead instead of after this tile's last Q·Kᵀ, and the finished tile's
   // buffer, which is O's size, stages the TMA-store epilogue.
   static constexpr int smem_bytes(int q_buffers) {  // the layout below, for q_buffers
-    return q_buffers * kQBytes + 2 * kStages * kKvBytes + 8 * (2 * q_buffers + 4 * kStages) +
+    return q_buffers * kQBytes + kStages * (kKvBytes + kVBytes) + 8 * (2 * q_buffers + 4 * kStages) +
            8 * q_buffers;
   }
   static constexpr int kQBuffers =
@@ -129,14 +155,15 @@ struct FwdTraits {
   // k_empty[s], v_empty[s]. K and V are released apart: under the overlap a consumer holds K of tile j and V
   // of tile j - 1 at once, and one barrier for both would leave the producer no stage to fill
   // ahead (the next K could only be loaded once P·V of j - 1 was done, just before it is needed).
-  static constexpr int kBarOffset = kQBuffers * kQBytes + 2 * kStages * kKvBytes;
+  static constexpr int kBarOffset = kQBuffers * kQBytes + kStages * (kKvBytes + kVBytes);
   // After the barriers, the slots (one a Q buffer, 8 bytes each) in which the producer announces
   // each work tile (tile number, or -1: no more).
   static constexpr int kSlotOffset = kBarOffset + 8 * (2 * kQBuffers + 4 * kStages);
   static constexpr int kSmemBytes = kSlotOffset + 8 * kQBuffers;
   static_assert(kSmemBytes == smem_bytes(kQBuffers), "smem_bytes follows the layout");
   static_assert(kSmemBytes <= kSm90SmemPerBlock, "the H200's shared memory a block (227 KB)");
-  static_assert(kQBytes % 1024 == 0 && kKvBytes % 1024 == 0, "tiles on 1024-byte boundaries");
+  static_assert(kQBytes % 1024 == 0 && kKvBytes % 1024 == 0 && kVBytes % 1024 == 0,
+                "tiles on 1024-byte boundaries");
 };
 
 // The TMA maps of q, k, v (boxes of 64 columns x kBlockM or kBlockN rows of one head).
@@ -147,17 +174,27 @@ struct FwdTraits {
 // pack_log2: GQA packing (the kernel's header comment); 0: tiles of one query head.
 // o / o_tma: out's map for the TMA-store epilogue (boxes of 64 columns x one consumer
 // warpgroup's 64 rows), o_tma 0 where the epilogue stores from registers (Tuning::
-// sm90_fwd_tma_store off, one Q buffer, or a view the map cannot take).
+// sm90_fwd_tma_store off, one Q buffer, or a view the map cannot take; always with fp8).
+// vt: fp8 only (v unused): the Vᵀ blocks in the workspace (fp8_v_layout.h).
 struct FwdMaps {
   CUtensorMap q, k, v, o;
   int* tile_counter;
   int pack_log2;
   int o_tma;
+  Fp8VLayout vt;
 };
 
 // The online softmax's lazy rescale: the reference max moves only when a tile's max exceeds it
 // by more than this in log2 units (P then stays <= 2^8, far inside 16-bit and fp32 range).
 constexpr float kLazyRescaleLog2 = 8.f;
+// fp8: P is rounded to e4m3 (largest finite 448) for P·V, so P's range is split between the
+// lazy rescale's slack and an offset that puts a row's reference max at P = 2^kFp8POffsetLog2
+// rather than 1: values down to 2^-(6 + offset) of the max stay normal e4m3 numbers (3 mantissa
+// bits) instead of 2^-6, and P <= 2^(offset + slack) = 256 stays finite. The offset cancels in O /
+// l (both carry it) and leaves the LSE.
+constexpr float kFp8LazyRescaleLog2 = 3.f;
+constexpr float kFp8POffsetLog2 = 5.f;
+static_assert(kFp8LazyRescaleLog2 + kFp8POffsetLog2 <= 8.f, "P <= 256 < 448, e4m3's largest");
 
 template <int kN>
 __device__ __forceinline__ float (&frag4(float (&acc)[kN], int j))[4] {
@@ -176,10 +213,12 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   constexpr bool kPeel = T::kPeel;  // the masked key tiles first, the rest without mask code
   const uint32_t smem0 = smem_addr(smem);
   auto sQ = [&](int b) { return smem0 + uint32_t(b * T::kQBytes); };
-  auto sK = [&](int s) { return smem0 + uint32_t(kQB * T::kQBytes + 2 * s * T::kKvBytes); };
+  auto sK = [&](int s) {
+    return smem0 + uint32_t(kQB * T::kQBytes + s * (T::kKvBytes + T::kVBytes));
+  };
   auto sV = [&](int s) { return sK(s) + uint32_t(T::kKvBytes); };
   const uint32_t bars = smem0 + T::kBarOffset;
-  constexpr int kBoxCols = T::QTile::kBlockCols;  // a TMA box: one 64-column block
+  constexpr int kBoxCols = T::kBoxCols;  // a TMA box: one 128-byte block of columns
   auto q_full = [&](int b) { return bars + 8u * uint32_t(b); };
   auto q_empty = [&](int b) { return bars + 8u * uint32_t(kQB + b); };
   auto k_full = [&](int s) { return bars + 8u * uint32_t(2 * kQB + s); };
@@ -300,11 +339,16 @@ __global__ void __launch_bounds__(T::kThreads, 1)
             tma_load_4d(sK(s) + uint32_t(blk * kN) * kSw128RowBytes, &maps.k, blk * kBoxCols, hk, key_row,
                         bm, k_full(s));
           if (kv >= kStages) mbar_wait(v_empty(s), free_parity);
-          mbar_arrive_expect_tx(v_full(s), uint32_t(T::kKvBytes));
+          mbar_arrive_expect_tx(v_full(s), uint32_t(T::kVBytes));
+          if constexpr (T::kFp8) {  // the key tile's Vᵀ block, as wgmma reads it
+            bulk_load(sV(s), maps.vt.block(pl.b, hk, sq.k_start, ko.tile(i)), uint32_t(T::kVBytes),
+                      v_full(s));
+          } else {
 #pragma unroll
-          for (int blk = 0; blk < T::KvTile::kBlocks; ++blk)
-            tma_load_4d(sV(s) + uint32_t(blk * kN) * kSw128RowBytes, &maps.v, blk * kBoxCols, hk, key_row,
-                        bm, v_full(s));
+            for (int blk = 0; blk < T::KvTile::kBlocks; ++blk)
+              tma_load_4d(sV(s) + uint32_t(blk * kN) * kSw128RowBytes, &maps.v, blk * kBoxCols, hk,
+                          key_row, bm, v_full(s));
+          }
         }
       }
       // No more tiles: announced once the consumers have read the last one.
@@ -326,9 +370,19 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   // the factor to log2 units: scale·log2e on raw scores, log2e on logits. A negative scale has its
   // largest logit at the smallest score, so its scores are scaled first (c = 1) and the running
   // max is taken over them; so are a zero scale's (c = 0 would turn the mask's -inf into NaN).
+  // fp8: the scale is softmax_scale · q_descale · k_descale of the work tile's (batch entry, kv
+  // head), set by `enter` (scale_fp8, with prescale and c_log2); v's descale (vd) multiplies 1 / l.
   const bool transform = p.softcap > 0.f || p.alibi_slopes != nullptr;
-  const bool prescale = !transform && p.softmax_scale <= 0.f;
-  const float c_log2 = transform ? kLog2e : prescale ? 1.f : p.softmax_scale * kLog2e;
+  float scale_fp8 = p.softmax_scale, vd = 1.f;
+  auto sm_scale = [&] {
+    if constexpr (T::kFp8) return scale_fp8;
+    return p.softmax_scale;
+  };
+  bool prescale = !transform && p.softmax_scale <= 0.f;
+  float c_log2 = transform ? kLog2e : prescale ? 1.f : p.softmax_scale * kLog2e;
+  // The lazy rescale's slack and P's offset (log2 units): 2^8 and none in 16 bits, fp8's above.
+  constexpr float kLazyLog2 = T::kFp8 ? kFp8LazyRescaleLog2 : kLazyRescaleLog2;
+  constexpr float kPOffsetLog2 = T::kFp8 ? kFp8POffsetLog2 : 0.f;
 
   // Ping-pong: warpgroup c issues its products only in its turn (barrier ping_pong_turn(c), its
   // own 128 threads and the 128 handing over), then hands the turn to the next (c + 1, round
@@ -390,6 +444,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     h = pl.th, b = pl.b;
     q_start = pl.sq.q_start, len_q = int(pl.sq.len_q);
     n_tiles = ko.end - ko.begin;
+    if constexpr (T::kFp8) {  // the (batch entry, kv head)'s descales (a packed tile's head is one)
+      const int hk = packed ? h : h / group;
+      scale_fp8 = p.softmax_scale * p.q_descale.at(b, hk) * p.k_descale.at(b, hk);
+      vd = p.v_descale.at(b, hk);
+      prescale = !transform && scale_fp8 <= 0.f;
+      c_log2 = transform ? kLog2e : prescale ? 1.f : scale_fp8 * kLog2e;
+    }
     // Steps whose softmax has the logit transform and the mask check (the rest: neither).
     n_generic = transform || prescale ? n_tiles : ko.masked;
     const int64_t len_k = pl.sq.len_k, wg_row0 = pl.m0 + T::kWgRows * c;
@@ -428,22 +489,31 @@ __global__ void __launch_bounds__(T::kThreads, 1)
   auto issue_qk = [&](int it, float (&sc)[kN / 2]) {
     mbar_wait(k_full(stage(it)), parity(it));
     wgmma_fence();
+    // (k step ks: bytes 32 ks.. of each row, whatever the type: the descriptors count 16-bit columns)
 #pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks)
-      wgmma_ss<Tag, kN>(sc, kmajor_sw128_desc(sQc(), kM, 16 * ks),
-                        kmajor_sw128_desc(sK(stage(it)), kN, 16 * ks), ks > 0);
+    for (int ks = 0; ks < kD / T::kKStep; ++ks)
+      wgmma_ss<typename T::MmaTag, kN>(sc, kmajor_sw128_desc(sQc(), kM, 16 * ks),
+                                       kmajor_sw128_desc(sK(stage(it)), kN, 16 * ks), ks > 0);
     wgmma_commit();
     wgmma_acc_fence(sc);
   };
   // O += P·V(it) issued (not waited for), O = P·V(0) for the tile's first; pf must stay
   // untouched until the wait (wgmma_keep).
-  auto issue_pv = [&](int it, const uint32_t (&pf)[kN / 16][4]) {
+  // fp8: B is the Vᵀ block, K-major (kD rows of the tile's keys, permuted: fp8_v_layout.h).
+  auto issue_pv = [&](int it, const uint32_t (&pf)[T::kPSteps][4]) {
     mbar_wait(v_full(stage(it)), parity(it));
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kN / 16; ++kk)
-      wgmma_rs<Tag, kD, 1>(o, pf[kk], mnmajor_sw128_desc(sV(stage(it)), kN, 16 * kk),
-                           it > 0 || kk > 0);
+    for (int kk = 0; kk < T::kPSteps; ++kk) {
+      if constexpr (T::kFp8)
+        wgmma_rs<E4m3Tag, kD>(o, pf[kk],
+                              kN == 128 ? kmajor_sw128_desc(sV(stage(it)), kD, 16 * kk)
+                                        : kmajor_sw64_desc(sV(stage(it)), 32 * kk),
+                              it > 0 || kk > 0);
+      else
+        wgmma_rs<Tag, kD, 1>(o, pf[kk], mnmajor_sw128_desc(sV(stage(it)), kN, 16 * kk),
+                             it > 0 || kk > 0);
+    }
     wgmma_commit();
     wgmma_acc_fence(o);
   };
@@ -490,13 +560,13 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int key = n0 + 8 * j + 2 * t + (e & 1);
-          float x = sc[4 * j + e] * p.softmax_scale;
+          float x = sc[4 * j + e] * sm_scale();
           if (p.softcap > 0.f) x = p.softcap * tanhf(x / p.softcap);
           sc[4 * j + e] = x - slope[e / 2] * fabsf(float(diag[e / 2] - key));
         }
     } else if (!plain && prescale) {
 #pragma unroll
-      for (int i = 0; i < kN / 2; ++i) sc[i] *= p.softmax_scale * kLog2e;
+      for (int i = 0; i < kN / 2; ++i) sc[i] *= sm_scale() * kLog2e;
     }
     if (!plain && (tile_n < um.begin || tile_n >= um.end)) {
 #pragma unroll
@@ -519,7 +589,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
       tile_max[r] = m;
       // The first visible key (mx = -inf) or a max that grew too much; -inf - -inf: false.
-      need |= (m - mx[r]) * c_log2 > kLazyRescaleLog2;
+      need |= (m - mx[r]) * c_log2 > kLazyLog2;
     }
     const bool rescale_o = __any_sync(0xffffffffu, need);
 #pragma unroll
@@ -532,7 +602,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         mx[r] = m_new;
         l[r] *= alpha[r];
       }
-      const float m_scaled = (mx[r] == -INFINITY ? 0.f : mx[r]) * c_log2;  // exp -> 0, not NaN
+      // (exp -> 0, not NaN, while nothing is visible; fp8: the max at P = 2^kPOffsetLog2)
+      const float m_scaled = (mx[r] == -INFINITY ? 0.f : mx[r]) * c_log2 - kPOffsetLog2;
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < kN / 8; ++j)
@@ -557,11 +628,23 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
   };
   // P as the A operand of P·V: the C fragments of n-tiles 2 kk, 2 kk + 1 are the A fragment of
-  // k-step kk (mma.cuh).
-  auto pack = [&](float (&sc)[kN / 2], uint32_t (&pf)[kN / 16][4]) {
+  // k-step kk (mma.cuh). fp8: n-tiles 4 kk .. 4 kk + 3 make k-step kk's, each register the four
+  // values of one row from two n-tiles (columns 2t, 2t + 1 of each): A's k 4t..4t + 3 hold keys
+  // 2t, 2t + 1, 8 + 2t, 9 + 2t of the step, and the Vᵀ block lists its keys in that order
+  // (fp8_v_layout.h's fp8_key_at).
+  auto pack = [&](float (&sc)[kN / 2], uint32_t (&pf)[T::kPSteps][4]) {
 #pragma unroll
-    for (int kk = 0; kk < kN / 16; ++kk)
-      pack_a<Tag>(frag4(sc, 2 * kk), frag4(sc, 2 * kk + 1), pf[kk]);
+    for (int kk = 0; kk < T::kPSteps; ++kk) {
+      if constexpr (T::kFp8) {
+        const float* f = &sc[16 * kk];  // n-tiles 4 kk + j: f[4 j + 0, 1] row g, f[4 j + 2, 3] row g + 8
+        pf[kk][0] = f32x4_to_e4m3x4(f[0], f[1], f[4], f[5]);
+        pf[kk][1] = f32x4_to_e4m3x4(f[2], f[3], f[6], f[7]);
+        pf[kk][2] = f32x4_to_e4m3x4(f[8], f[9], f[12], f[13]);
+        pf[kk][3] = f32x4_to_e4m3x4(f[10], f[11], f[14], f[15]);
+      } else {
+        pack_a<Tag>(frag4(sc, 2 * kk), frag4(sc, 2 * kk + 1), pf[kk]);
+      }
+    }
   };
   // Epilogue: the row sums over the quad, O / l, LSE; O to out through shared memory and a TMA
   // store (`staged`), or straight from the registers (two 16-bit values a store; rows past the
@@ -577,10 +660,11 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
       seen[r] = sum > 0.f;
       inv[r] = seen[r] ? 1.f / sum : 0.f;
+      if constexpr (T::kFp8) inv[r] *= vd;
       if constexpr (T::kDropout) inv[r] *= dr.drop.keep_scale;  // kept P's 1 / (1 - p)
       if (t == 0 && p.lse.data != nullptr && pos[r] < len_q)
         p.lse.at(b, head[r], q_start + pos[r]) =
-            seen[r] ? (mx[r] * c_log2 + log2f(sum)) * kLn2 : -INFINITY;
+            seen[r] ? (mx[r] * c_log2 + log2f(sum) - kPOffsetLog2) * kLn2 : -INFINITY;
     }
     auto out2 = [&](int j, int r) {  // columns 8 j + 2 t, + 1 of row r0 + 8 r
       return seen[r] ? pack2<Tag>(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]) : 0u;
@@ -589,7 +673,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // packed batch's runs on into the next sequence, so its last tile of a sequence is stored
     // from the registers, as is a warpgroup whose rows all lie past the sequence's end.
     const int wg_row0 = r0 - 16 * warp - g, len_rows = len_q << lp;
-    const bool staged = kQ2 && maps.o_tma != 0 && wg_row0 < len_rows &&
+    const bool staged = !T::kFp8 && kQ2 && maps.o_tma != 0 && wg_row0 < len_rows &&
                         (!p.varlen() || wg_row0 + T::kWgRows <= len_rows);
     if (staged) {
       // This warpgroup's Q rows are dead (its Q·Kᵀ are done; the other warpgroups read their
@@ -642,7 +726,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // One key tile at a time: Q·Kᵀ, softmax, P·V, each waited for; one work tile at a time.
     for (int tile = announced(); tile >= 0; tile = announced()) {
       float sc[kN / 2], alpha[2];
-      uint32_t pf[kN / 16][4];
+      uint32_t pf[T::kPSteps][4];
       enter(tile);
       if (n_tiles == 0) {
         finish_store();
@@ -672,7 +756,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
     // tile starts and ends its own pipeline.
     for (int tile = announced(); tile >= 0; tile = announced()) {
       float sc[kN / 2], alpha[2];
-      uint32_t pf[kN / 16][4];
+      uint32_t pf[T::kPSteps][4];
       enter(tile);
       if (n_tiles == 0) {
         finish_store();

@@ -1,5 +1,6 @@
 // Host side of the Hopper-native forward (fwd_kernel.cuh): what it serves, the TMA maps, the
-// shared-memory opt-in and the launch, for head dims 64 / 128 / 256 and fp16 / bf16.
+// shared-memory opt-in and the launch, for head dims 64 / 128 / 256 and fp16 / bf16 (fp8 e4m3
+// inputs: fwd_fp8_sm90.cu).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,17 +12,12 @@
 #include "cuda/device_guard.h"
 #include "cuda/device_props.h"
 #include "cuda/fwd_sm90.h"
+#include "cuda/kernels/sm90/fwd_host.h"
 #include "cuda/kernels/sm90/fwd_kernel.cuh"
 
 namespace fa::cuda {
-namespace {
 
-// The kernel head dim serving head_dim (the smallest of 64, 128, 256 at or above it).
-int sm90_kernel_head_dim(int64_t head_dim) {
-  return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : head_dim <= 256 ? 256 : 0;
-}
-
-bool built_for_sm90a() {
+bool sm90_host::built_for_sm90a() {
   static const bool built = [] {
     cudaFuncAttributes a{};
     const bool ok = cudaFuncGetAttributes(&a, sm90::fwd_kernel<sm90::FwdTraits<64, Bf16Tag>>) ==
@@ -33,52 +29,8 @@ bool built_for_sm90a() {
   return built;
 }
 
-// How the blocks take their work tiles (Tuning::sm90_fwd_persistent): one block a tile, or
-// persistent blocks (one an SM) with the dynamic scheduler or the static walk.
-enum class Launch { kPerTile, kDynamic, kStatic };
-
-Launch launch_mode(const Params& p, const Context& ctx, bool have_counter) {
-  if (ctx.device.sms <= 0) return Launch::kPerTile;
-  // Tiles of one length: no causal mask, window or packed batch.
-  const bool uniform = !p.varlen() && p.window_left < 0 && p.window_right < 0;
-  switch (ctx.tuning.sm90_fwd_persistent) {
-    case 0: return Launch::kPerTile;
-    case 1:
-      if (have_counter) return Launch::kDynamic;
-      return uniform ? Launch::kStatic : Launch::kPerTile;
-    case 2: return Launch::kStatic;
-    default: return uniform ? Launch::kStatic : Launch::kPerTile;
-  }
-}
-
-// GQA packing (fwd_kernel.cuh): log2 of the query heads a KV head's tile interleaves, or 0.
-// Where a tile of one head would be mostly empty (seqlen_q < 128) and the group is a power of
-// two up to 32 (128 rows hold whole groups): K / V are then read once for the group instead of
-// once a query head. Not with dropout (the keep-mask's blocks are rows of one head).
-int pack_log2(const Params& p, const Context& ctx) {
-  const int64_t g = p.heads_q / p.heads_kv;
-  if (!ctx.tuning.sm90_fwd_pack_gqa || g < 2 || g > 32 || (g & (g - 1)) != 0) return 0;
-  if (p.dropout_p > 0.f || p.seqlen_q >= 128) return 0;
-  int lp = 0;
-  while ((int64_t(1) << lp) < g) ++lp;
-  return lp;
-}
-
-// Work tiles of a call (tile_plan.h; rows of the packed query heads when packing).
-int64_t work_tiles(const Params& p, int lp, int block_m) {
-  const int64_t heads = lp > 0 ? p.heads_kv : p.heads_q;
-  return ((p.seqlen_q << lp) + block_m - 1) / block_m * heads * p.batch;
-}
-
-// The batch and rows of the Q and K / V maps: a packed batch is one entry of its total rows (the
-// kernel adds each sequence's start).
-struct MapExtents {
-  int64_t batch, rows_q, rows_k;
-};
-MapExtents map_extents(const Params& p) {
-  if (p.varlen()) return {1, p.total_q, p.total_k};
-  return {p.batch, p.seqlen_q, p.seqlen_k};
-}
+namespace {
+using namespace sm90_host;
 
 template <class T>
 void launch(const Params& p, const Context& ctx, void* ws, size_t ws_bytes, cudaStream_t stream) {
@@ -153,6 +105,7 @@ std::string sm90_fwd_refusal(const Params& p, const Context& ctx) {
   if (!ctx.tuning.sm90_fwd) return "off (Tuning::sm90_fwd)";
   if (ctx.device.major != 9) return "needs an sm90 device";  // (the registry row checks both first)
   if (!built_for_sm90a()) return "this build has no sm_90a code (FA_ARCHS)";
+  if (p.dtype == DType::E4M3) return sm90_fp8_fwd_refusal(p, ctx);  // fwd_fp8_sm90.cu
   if (p.dtype != DType::BF16 && p.dtype != DType::F16) return "fp16 / bf16 only";
   if (p.q_shift != 0) return "q_shift not yet";
   if (p.head_dim % 8 != 0 || sm90_kernel_head_dim(p.head_dim) == 0) return "head_dim";
@@ -173,11 +126,13 @@ std::string sm90_fwd_refusal(const Params& p, const Context& ctx) {
 }
 
 size_t sm90_forward_workspace(const Params& p, const Context& ctx) {
+  if (p.dtype == DType::E4M3) return sm90_fp8_forward_workspace(p, ctx);
   // The dynamic scheduler's counter (16 bytes keep the workspace's alignment).
   return launch_mode(p, ctx, true) == Launch::kDynamic ? 16 : 0;
 }
 
 void sm90_forward(const Params& p, const Context& ctx, void* workspace, size_t bytes, void* stream) {
+  if (p.dtype == DType::E4M3) return sm90_fp8_forward(p, ctx, workspace, bytes, stream);
   DeviceGuard guard(p.device.index);
   const Where w{workspace, bytes, static_cast<cudaStream_t>(stream)};
   if (p.dtype == DType::BF16)
