@@ -12,9 +12,8 @@
 //   flash dbias against it (the grid);
 // - dbias is deterministic across thread counts, costs nothing when not asked, and split-KV
 //   forwards take the bias; tiles a mask hides entirely (skipped) give the results of computing
-//   them; fa::Options carries both fields;
-// - CUDA tensors: the backward refuses both fields by name (the forward: test_gpu_bias.cpp; the
-//   other refusals: test_validation.cpp's catalogue).
+//   them; fa::Options carries both fields.
+// CUDA tensors: test_gpu_bias.cpp (the other refusals: test_validation.cpp's catalogue).
 #include <gtest/gtest.h>
 
 #include <omp.h>
@@ -430,41 +429,6 @@ TEST(BiasCppApi, OptionsCarryTheBias) {
     EXPECT_EQ(e.status(), FA_ERROR_SHAPE);
     EXPECT_NE(std::string(e.what()).find("dbias.shape[2]=1"), std::string::npos) << e.what();
   }
-}
-
-// ---- CUDA tensors ------------------------------------------------------------------------------
-
-// validate_* call check_bias_cpu_only once q's device is known; without a GPU no CUDA tensor gets
-// that far, so it is called here directly on a CPU problem's parameters moved to a CUDA device.
-// A CUDA forward passes (the families take or refuse the bias: test_gpu_bias.cpp); a CUDA
-// backward with either field is refused.
-TEST(BiasCpuOnly, CudaBackwardRefusedByName) {
-  Case c = small_case();
-  c.bias_dtype = FA_DTYPE_BF16;
-  c.dbias = true;
-  Problem pr(c);
-  auto expect_refused = [](const fa_params& p, bool backward, const char* fragment) {
-    try {
-      check_bias_cpu_only(p, backward);
-      ADD_FAILURE() << "not refused; expected \"" << fragment << "\"";
-    } catch (const ApiError& e) {
-      EXPECT_EQ(e.status(), FA_ERROR_UNSUPPORTED) << e.what();
-      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("supported on the CPU backend only in this build"),
-                std::string::npos)
-          << e.what();
-    }
-  };
-  fa_params p = pr.params(FA_BACKEND_AUTO, true);
-  EXPECT_NO_THROW(check_bias_cpu_only(p, true));  // CPU tensors
-  p.q.device = fa::cuda_device(0);
-  EXPECT_NO_THROW(check_bias_cpu_only(p, false));
-  expect_refused(p, true, "attn_bias (an attention bias or mask) in the backward");
-  p.attn_bias.data = nullptr;
-  expect_refused(p, true, "dbias (the gradient of attn_bias)");
-  EXPECT_NO_THROW(check_bias_cpu_only(p, false));  // the forward ignores dbias
-  p.dbias.data = nullptr;
-  EXPECT_NO_THROW(check_bias_cpu_only(p, true));
 }
 
 }  // namespace

@@ -1,14 +1,18 @@
-// attn_bias (fa_params 0.4, issue 31) on CUDA tensors: the cuda-sm80 forward reads it (its bias
-// kernels, with and without dropout: sm80/fwd_launch.cuh).
+// attn_bias and dbias (fa_params 0.4, issue 31) on CUDA tensors: cuda-sm80 reads them (its bias
+// kernels, forward and backward, with and without dropout: sm80/fwd_launch.cuh, bwd_launch.cuh).
 //
 // - the CPU bias grid (bias_cases.h: every bias dtype and shape, fully-masked rows, with causal,
 //   windows, softcap, ALiBi, dropout, GQA, packed batches, strides) in fp16 / bf16, asserted to
-//   run cuda-sm80 and to match the fp64 reference by FlashAttention's rule, outputs poisoned;
-// - a forward on a family without it (cuda-vanilla) and every backward are refused by name and
-//   write nothing.
+//   run cuda-sm80 (on Hopper too, where cuda-sm90 refuses the bias) and to match the fp64
+//   reference by FlashAttention's rule, outputs poisoned: the forward, and the backward with
+//   dq, dk, dv and dbias (fp32 or the bias's dtype; full, or summed over batch, heads, queries,
+//   keys) where the bias is not a mask;
+// - a family without the bias (cuda-vanilla) refuses it by name, forward and backward, and
+//   writes nothing.
 // Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,15 +24,56 @@ namespace {
 
 #ifdef FA_TEST_CUDA
 
-// The CPU grid with 16-bit inputs (the CUDA kernels'), CUDA-aligned row padding and no dbias (no
-// CUDA backward reads the bias yet).
-std::vector<Case> gpu_grid() {
+// The CPU grid with 16-bit inputs (the CUDA kernels') and CUDA-aligned row padding; dbias where
+// the CPU grid asks for it (every bias that is not a mask) when with_dbias.
+std::vector<Case> gpu_grid(bool with_dbias = false) {
   std::vector<Case> cases = bias::grid();
   for (Case& c : cases) {
     if (c.dtype == FA_DTYPE_FP32) c.dtype = c.seed % 2 ? FA_DTYPE_BF16 : FA_DTYPE_FP16;
-    c.dbias = false;
+    c.dbias = c.dbias && with_dbias;
     c.pad = 8;  // row strides stay multiples of 8 (the CUDA kernels move 16-byte chunks)
   }
+  return cases;
+}
+
+// Longer sequences than the CPU grid's (several key and query tiles of the backward, odd
+// lengths), each dbias reduction (full, summed over batch, heads, queries, keys, both), every
+// bias dtype, with causal, dropout, GQA and packed batches.
+std::vector<Case> gpu_bwd_grid() {
+  using bias::Shape;
+  const Shape shapes[] = {Shape::Full,   Shape::BroadcastBatch, Shape::BroadcastHeads,
+                          Shape::BroadcastQueries, Shape::Shared, Shape::KeyPadding};
+  const int bias_dtypes[] = {FA_DTYPE_FP32, FA_DTYPE_FP16, FA_DTYPE_BF16, FA_DTYPE_BOOL};
+  const int64_t lens[][2] = {{300, 517}, {517, 300}, {129, 129}, {1, 700}};
+  std::vector<Case> cases;
+  uint64_t n = 0;
+  for (int bt : bias_dtypes)
+    for (Shape s : shapes) {
+      Case c;
+      c.seed = 1000 + ++n;
+      c.bias_dtype = bt;
+      bias::set_shape(c, s);
+      if (n % 7 == 3) c.bias_full[3] = false;  // summed over keys too
+      c.dtype = n % 2 ? FA_DTYPE_BF16 : FA_DTYPE_FP16;
+      c.head_dim = n % 3 == 0 ? 128 : 64;
+      c.batch = 2;
+      c.heads_kv = 2;
+      c.heads_q = n % 2 ? 4 : 2;
+      c.seqlen_q = lens[n % 4][0];
+      c.seqlen_k = lens[n % 4][1];
+      c.pad = 8;
+      c.strided = n % 5 == 1;
+      c.bias_empty_rows = n % 3 == 2;
+      c.dbias = !c.bias_is_mask();
+      if (c.dbias && n % 2 == 0) c.dbias_dtype = bt;
+      c.causal = n % 4 == 1;
+      if (n % 5 == 2) c.dropout_p = 0.17f;
+      if (n % 6 == 4) {
+        c.lens_q = {int32_t(c.seqlen_q), 0, 77, 1};
+        c.lens_k = {int32_t(c.seqlen_k), 5, 0, 130};
+      }
+      cases.push_back(c);
+    }
   return cases;
 }
 
@@ -49,9 +94,45 @@ TEST_P(GpuBias, ForwardMatchesReferenceOnSm80) {
 
 INSTANTIATE_TEST_SUITE_P(Grid, GpuBias, ::testing::ValuesIn(gpu_grid()), CaseTestName());
 
-// A forward with a bias on cuda-vanilla (FA_BACKEND_VANILLA), which does not read it, is refused
-// naming attn_bias, and so is a backward with one on any family; out and the gradients keep
-// their poison.
+// The forward, then the backward with dbias (poisoned) where the case asks for it: both on
+// cuda-sm80, every gradient by the rule (dbias too: 3x the naive error + 1e-4).
+void expect_backward(const Case& c) {
+  std::string why;
+  if (skip_without_gpu(&why) || skip_head_dim_not_built(c.head_dim, &why)) GTEST_SKIP() << why;
+  Problem pr(c);
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  std::unique_ptr<DeviceTensor> dbias;
+  if (c.dbias) {
+    dbias = std::make_unique<DeviceTensor>(pr.dbias, true);
+    dev.p.dbias = dbias->view();
+  }
+  if (backward_unavailable(dev.p, &why)) GTEST_SKIP() << why;
+  const Tuning t{};
+  EXPECT_EQ(family_of(dev.p, Pass::Backward, t), "cuda-sm80");
+  run_pass(dev.p, false, &t);
+  if (::testing::Test::HasFatalFailure()) return;
+  run_pass(dev.p, true, &t);
+  if (::testing::Test::HasFatalFailure()) return;
+  if (dbias) dbias->copy_to(pr.dbias);
+  expect_device_results(pr, dev, true);
+  if (c.dbias) {
+    const Dense got = outputs(pr, true);
+    const Dense ref = reference(pr, false, true);
+    const Dense naive = reference(pr, true, true, c.dtype != FA_DTYPE_FP32);
+    ASSERT_EQ(got.dbias.size(), ref.dbias.size());
+    expect_rule("dbias", got.dbias, ref.dbias, naive.dbias, 3, 1e-4);
+  }
+}
+
+class GpuBiasBwd : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuBiasBwd, BackwardMatchesReferenceOnSm80) { expect_backward(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Grid, GpuBiasBwd, ::testing::ValuesIn(gpu_grid(true)), CaseTestName());
+INSTANTIATE_TEST_SUITE_P(Long, GpuBiasBwd, ::testing::ValuesIn(gpu_bwd_grid()), CaseTestName());
+
+// A forward and a backward with a bias on cuda-vanilla (FA_BACKEND_VANILLA), which does not read
+// it, are refused naming attn_bias; out and the gradients keep their poison.
 TEST(GpuBiasRefusal, RefusedByNameAndNothingWritten) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << why;
@@ -77,7 +158,7 @@ TEST(GpuBiasRefusal, RefusedByNameAndNothingWritten) {
     EXPECT_EQ(vanilla.out.bytes(pr.out), out0) << "a refused forward wrote out";
   }
 
-  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  DeviceProblem dev(pr, FA_BACKEND_VANILLA);
   const auto dq0 = dev.dq.bytes(pr.dq);
   EXPECT_EQ(internal::workspace_size(&dev.p, Pass::Backward, t, &bytes), FA_ERROR_UNSUPPORTED);
   EXPECT_NE(std::string(fa_last_error()).find("attn_bias"), std::string::npos) << fa_last_error();

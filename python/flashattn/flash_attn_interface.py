@@ -13,7 +13,7 @@ materialised in torch for tests (_attn_probs.py, docs/python.md).
 flash_attn_with_kvcache (inference: a KV cache, dense or paged, with new keys / values appended
 in place and rotary embeddings) is forward only and not differentiable, as flash_attn's.
 
-attn_bias (this binding's, fa_params 0.4; CUDA tensors: forward only): a bias or mask of the
+attn_bias (this binding's, fa_params 0.4; CPU and CUDA tensors): a bias or mask of the
 scores broadcastable to (batch, nheads, seqlen_q, seqlen_k) (each dimension that size or 1, any
 strides; varlen: (batch, nheads, >= max_seqlen_q, >= max_seqlen_k), indexed from each sequence's
 start). float32 / float16 / bfloat16 are added after the scale and softcap, bool / int8 hide the

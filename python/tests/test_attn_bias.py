@@ -1,5 +1,5 @@
-"""Attention bias and masks (fa_params 0.4) through the binding, CPU tensors (and CUDA tensors'
-forward, cuda-sm80's bias kernels, where a GPU is present):
+"""Attention bias and masks (fa_params 0.4) through the binding, CPU tensors (and CUDA tensors,
+cuda-sm80's bias kernels, forward and backward with dbias, where a GPU is present):
 
 - flashattn.scaled_dot_product_attention against PyTorch's own SDPA (F.scaled_dot_product_attention
   on torch >= 2.0, its private predecessor F._scaled_dot_product_attention on Debian's 1.13),
@@ -277,13 +277,67 @@ def test_flash_attn_func_attn_bias_on_cuda(c, dtype, gen):
 
 
 @requires_cuda
-def test_attn_bias_gradient_on_cuda_refused_by_name(gen):
-    """No CUDA backward reads a bias yet: asking for one fails naming attn_bias."""
-    q = rnd(gen, 1, 16, 2, 32, dtype=torch.bfloat16).cuda().requires_grad_()
-    k, v = (rnd(gen, 1, 24, 2, 32, dtype=torch.bfloat16).cuda() for _ in range(2))
-    bias = rnd(gen, 1, 2, 16, 24).cuda()
-    with pytest.raises(flashattn.FlashAttnError, match="attn_bias"):
-        flashattn.flash_attn_func(q, k, v, attn_bias=bias).sum().backward()
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("c", FA_CASES + [dict(bias=(2, 4, 37, 50), dropout=True)],
+                         ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_flash_attn_func_attn_bias_backward_on_cuda(c, dtype, gen):
+    """CUDA tensors: dq, dk, dv and (a float bias that requires grad) dbias from cuda-sm80's bias
+    kernels, by the rule against the same math in fp32 (CPU), the naive baseline run in the
+    inputs' dtype on the GPU (test_gpu.py's). With dropout: the same keep-mask on both sides
+    (the GPU's, as the CPU backend reproduces it bit for bit), checked through the CPU backend."""
+    b, sq, sk, hq, hk, d = 2, 37, 50, 4, 2, 32
+    q = rnd(gen, b, sq, hq, d, dtype=dtype)
+    k, v = (rnd(gen, b, sk, hk, d, dtype=dtype) for _ in range(2))
+    if c.get("mask"):
+        bias = torch.rand(*c["bias"], generator=gen) < 0.75
+    else:
+        bias = rnd(gen, *c["bias"], dtype=dtype)
+    alibi = (torch.rand(hq, generator=gen) * 0.5 + 0.1) if c.get("alibi") else None
+    kw = dict(causal=c.get("causal", False), window=c.get("window", (-1, -1)),
+              softcap=c.get("softcap", 0.0))
+    dropout_p = 0.17 if c.get("dropout") else 0.0
+    dout = rnd(gen, b, sq, hq, d, dtype=dtype)
+
+    def run(device):
+        leaves = [t.to(device).requires_grad_() for t in (q, k, v)]
+        tb = bias.to(device)
+        if not c.get("mask"):
+            tb.requires_grad_()
+            leaves.append(tb)
+        torch.manual_seed(5)
+        out = flashattn.flash_attn_func(
+            *leaves[:3], dropout_p=dropout_p, causal=kw["causal"], window_size=kw["window"],
+            softcap=kw["softcap"], alibi_slopes=None if alibi is None else alibi.to(device),
+            attn_bias=tb)
+        return out, torch.autograd.grad(out, leaves, dout.to(device))
+
+    out, got = run("cuda")
+    assert all(g.is_cuda for g in got)
+    if not c.get("mask"):
+        assert got[3].dtype == dtype and got[3].shape == bias.shape
+    if dropout_p:
+        # The CPU backend (fp32 math on the same 16-bit inputs) with the same seed draws the same
+        # mask: it is the reference; the naive baseline is the GPU's own run in fp32 inputs.
+        ref_out, ref_grads = run("cpu")
+        for name, g, r in zip(("dq", "dk", "dv", "dbias"), got, ref_grads):
+            assert max_err(g.cpu().float(), r.float()) < 0.05 * max(1.0, float(r.abs().max())), name
+        return
+    results = {}
+    for compute, device in ((torch.float32, "cpu"), (dtype, "cuda")):
+        leaves = [t.to(device).to(compute if compute == torch.float32 else t.dtype)
+                  .requires_grad_() for t in (q, k, v)]
+        rb = bias.to(device)
+        if not c.get("mask"):
+            rb = rb.to(compute).requires_grad_()
+            leaves.append(rb)
+        o, _ = attention(*leaves[:3], alibi=None if alibi is None else alibi.to(device), bias=rb,
+                         compute=compute, **kw)
+        results[compute] = (o, torch.autograd.grad(o, leaves, dout.to(device).to(compute)))
+    (ref_out, ref_grads), (naive_out, naive_grads) = results[torch.float32], results[dtype]
+    check_rule("out", out.cpu(), ref_out, naive_out.cpu(), 2, 1e-5)
+    for name, g, r, nv in zip(("dq", "dk", "dv", "dbias"), got, ref_grads, naive_grads):
+        assert g.shape == r.shape, name
+        check_rule(name, g.cpu(), r, nv.cpu(), 3, 1e-4)
 
 
 def test_varlen_attn_bias_indexed_per_sequence(gen):

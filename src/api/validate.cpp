@@ -692,7 +692,6 @@ Params validate_common(const fa_params* caller, bool backward) {
   }
   check_alignment(p->q, "q", dtype_size(to_internal(p->q.dtype)));
   check_cpu_only_features(*p, backward);
-  check_bias_cpu_only(*p, backward);
   check_fp8(*p, backward);
   const char* kv_cache = kv_cache_feature(*p);
   if (kv_cache && backward)
@@ -902,19 +901,6 @@ void check_cpu_only_features(const fa_params& p, bool backward) {
       fail(FA_ERROR_UNSUPPORTED, name, ".dtype=", dtype_name(t->dtype), " with q.dtype=",
            dtype_name(p.q.dtype), " is supported on the CPU backend only in this build");
   }
-}
-
-// attn_bias and dbias (0.4): the CPU backends take both; on CUDA tensors the forward is the
-// families' to take or refuse (cuda/backend_table.cpp, refuse_bias: cuda-sm80's forward reads
-// attn_bias, the others refuse it), and no CUDA backward reads either.
-void check_bias_cpu_only(const fa_params& p, bool backward) {
-  if (p.q.device.type == FA_DEVICE_CPU || !backward) return;
-  if (p.attn_bias.data != nullptr)
-    fail(FA_ERROR_UNSUPPORTED, "attn_bias (an attention bias or mask) in the backward is "
-         "supported on the CPU backend only in this build");
-  if (p.dbias.data != nullptr)
-    fail(FA_ERROR_UNSUPPORTED, "dbias (the gradient of attn_bias) is supported on the CPU backend "
-         "only in this build");
 }
 
 // fp8 e4m3 inputs (0.5): forward only, and not with the features the fp8 path does not take

@@ -15,8 +15,6 @@ Params validate_backward(const fa_params* params);
 // dout with 16-bit inputs) when its tensors (q's device) are not on the CPU. validate_* call it;
 // exposed so that a CPU-only build can test it. p must be in the current layout.
 void check_cpu_only_features(const fa_params& p, bool backward);
-// The same for attn_bias and (backward) dbias (fa_params 0.4), naming the field.
-void check_bias_cpu_only(const fa_params& p, bool backward);
 // fp8 e4m3 inputs (0.5): FA_ERROR_UNSUPPORTED for CUDA tensors (no GPU kernel yet), for the
 // backward, and with dropout, attn_bias or rotary, naming the feature; a no-op for other dtypes.
 void check_fp8(const fa_params& p, bool backward);

@@ -74,14 +74,14 @@ void refuse_kv_cache(const Params& p, const char* family) {
          "cuda-kvcache family's");
 }
 
-// An attention bias (Params::Bias) is read by cuda-sm80's forward alone (its bias kernels,
-// sm80/fwd_launch.cuh) and by the CPU backend.
+// An attention bias (Params::Bias) and its gradient are read by cuda-sm80 alone (its bias
+// kernels, forward and backward: sm80/fwd_launch.cuh, bwd_launch.cuh) and by the CPU backend; the
+// other families refuse it, so that dispatch falls back to cuda-sm80 (on Hopper too).
 void refuse_bias(CudaFamily f, const Params& p, bool backward) {
   if (p.bias.kind == Params::Bias::Kind::None) return;
-  if (f == CudaFamily::Sm80 && !backward) return;
+  if (f == CudaFamily::Sm80) return;
   fail(FA_ERROR_UNSUPPORTED, family_name(f), ": attn_bias (an attention bias or mask) is supported "
-       "by cuda-sm80's forward and the CPU backend only", backward ? " (no CUDA backward reads it "
-       "yet)" : "");
+       "by cuda-sm80 and the CPU backend only", backward ? " (and dbias with it)" : "");
 }
 
 // A family's check, workspace and run on Params its kernels take as they are (the wrappers below

@@ -29,7 +29,8 @@ constexpr int kBwdSpareRows = kBwdWideBlockM;
 // tiles of the longest sequence), D = rowsum(dO ∘ O) and LSE · log2 e (heads_q x rows each),
 // rows = total_q + batch x kBwdSpareRows (each sequence has kBwdSpareRows spare rows, for the
 // main kernel's partial query tiles), then from a 16-byte boundary the split tail's fp32 partial
-// dK / dV (kBwdTailSlots per tail block: bwd_tail_part_elems each), then for a packed batch the
+// dK / dV (kBwdTailSlots per tail block: bwd_tail_part_elems each), then dBias's fp32 sums where
+// a 16-bit dBias sums over an axis (BwdDbiasPlan), then for a packed batch the
 // sanitized copies of cu_seqlens_q and _k (batch + 1 int32 each: the kernels read these, not the
 // caller's arrays; kernels/varlen/sanitize.h). All 4-byte elements. The
 // preprocess clears the accumulator, one memset the counters and semaphores after it (when
@@ -38,11 +39,11 @@ constexpr int kBwdSpareRows = kBwdWideBlockM;
 constexpr const char* kBwdWorkspaceWhat = "the CUDA backward's workspace size";
 struct BwdLayout {
   size_t dq_acc_elems, tail_cnt_elems, sem_elems, dsum_elems, lse2_elems, pad_elems,
-      tail_part_elems, cu_elems, m_blocks;
+      tail_part_elems, dbias_elems, cu_elems, m_blocks;
   size_t bytes() const {  // each count fits int64 (bwd_layout), their sum is checked here
     return ((Checked(int64_t(dq_acc_elems)) + int64_t(tail_cnt_elems) + int64_t(sem_elems) +
              int64_t(dsum_elems) + int64_t(lse2_elems) + int64_t(pad_elems) +
-             int64_t(tail_part_elems) + int64_t(cu_elems)) *
+             int64_t(tail_part_elems) + int64_t(dbias_elems) + int64_t(cu_elems)) *
             4)
         .bytes(kBwdWorkspaceWhat);
   }
@@ -97,8 +98,10 @@ bool bwd_pdl(const Context& ctx);
 // Whether the main kernel runs 128-query steps (bwd_wide_m), which the postprocess must know (the
 // dQ accumulator's tile order follows the step). Not with dropout: its Philox state on top of
 // the wider step's Sᵀ / dPᵀ spilled 936 bytes at d = 64. smem_optin: bwd_smem_optin(p).
+// Nor with an attention bias (its kernels take 64-query steps: BwdTraits::kBias).
 inline bool bwd_wide(const Params& p, int kernel_d, int smem_optin) {
-  return p.dropout_p == 0.f && bwd_wide_m(kernel_d, smem_optin);
+  return p.dropout_p == 0.f && p.bias.kind == Params::Bias::Kind::None &&
+         bwd_wide_m(kernel_d, smem_optin);
 }
 
 // The split tail of the main kernel's grid. The grid's blocks each take one key tile (of one kv
@@ -117,9 +120,10 @@ inline bool bwd_wide(const Params& p, int kernel_d, int smem_optin) {
 // ctx.tuning.sm80_bwd_tail_min_steps steps (the gain would not pay for the split tiles' extra
 // K / V loads, the partial sums and the second launch; core/tuning.h has the measurements).
 // This call's tail: its kernel's tile sizes (wide, compact), and no mask, fixed lengths, default
-// mode.
+// mode, no attention bias (no tail kernel is built for the bias kernels either).
 inline BwdTail bwd_tail(const Params& p, const Context& ctx, int kernel_d) {
   if (p.varlen() || p.deterministic || p.dropout_p > 0.f || p.window_left >= 0 ||
+      p.bias.kind != Params::Bias::Kind::None ||
       p.window_right >= 0 || p.seqlen_q <= 0 || p.seqlen_k <= 0)
     return bwd_tail_split(0, 0, 0, 0);
   const int min_steps = ctx.tuning.sm80_bwd_tail_min_steps;
@@ -141,6 +145,30 @@ constexpr size_t bwd_tail_part_elems(int kernel_d) {
   return size_t(2) * size_t(bwd_block_n(kernel_d)) * size_t(kernel_d);
 }
 
+// dBias (Params::Bias::grad) in the bias kernels: summed over an axis (grad_shape 1 where the
+// call's extent is above 1) it is accumulated by fp32 reductions, into dbias itself when it is
+// fp32 and otherwise into ws_elems fp32 sums in the workspace (dbias's shape, row-major),
+// converted into dbias after the main kernel; summed over none, each element is stored once, in
+// dbias's dtype. Either way its target is cleared first (masked and unvisited elements are 0).
+struct BwdDbiasPlan {
+  bool sum[4] = {false, false, false, false};  // (batch, heads_q, queries, keys)
+  bool any_sum = false;
+  size_t ws_elems = 0;  // the fp32 sums of a 16-bit dBias that sums over an axis
+};
+inline BwdDbiasPlan bwd_dbias_plan(const Params& p) {
+  BwdDbiasPlan d;
+  if (p.bias.grad == nullptr) return d;
+  const int64_t extent[4] = {p.batch, p.heads_q, p.seqlen_q, p.seqlen_k};
+  Checked elems = 1;
+  for (int i = 0; i < 4; ++i) {
+    d.sum[i] = p.bias.grad_shape[i] == 1 && extent[i] > 1;
+    d.any_sum = d.any_sum || d.sum[i];
+    elems = elems * p.bias.grad_shape[i];
+  }
+  if (d.any_sum && p.bias.grad_dtype != DType::F32) d.ws_elems = elems.bytes(kBwdWorkspaceWhat);
+  return d;
+}
+
 // Every count overflow-checked (FA_ERROR_SIZE): heads_q x total_q x kernel_d is not bounded by
 // q's element count when kernel_d > head_dim.
 inline BwdLayout bwd_layout(const Params& p, int kernel_d, const BwdTail& tail) {
@@ -157,6 +185,7 @@ inline BwdLayout bwd_layout(const Params& p, int kernel_d, const BwdTail& tail) 
   const size_t before = l.dq_acc_elems + l.tail_cnt_elems + l.sem_elems + 2 * rows;
   l.pad_elems = tail.ctas > 0 ? (4 - before % 4) % 4 : 0;
   l.tail_part_elems = size_t(tail.ctas) * kBwdTailSlots * bwd_tail_part_elems(kernel_d);
+  l.dbias_elems = bwd_dbias_plan(p).ws_elems;
   l.cu_elems = p.varlen() ? 2 * size_t(p.batch + 1) : 0;
   return l;
 }

@@ -3,6 +3,6 @@
 
 namespace fa::cuda::sm80 {
 template void launch_bwd_main<BwdTraits<160, Bf16Tag, true>>(const Params&, const Context&,
-                                                           const BwdWorkspace&, int,
-                                                           cudaStream_t);
+                                                           const BwdWorkspace&, const BwdDbias&,
+                                                           int, cudaStream_t);
 }  // namespace fa::cuda::sm80

@@ -2,9 +2,14 @@
 #include "cuda/kernels/sm80/bwd_launch.cuh"
 
 namespace fa::cuda::sm80 {
-// The dropout kernel compiles in its own file (bwd_sm80_dropout_*), in parallel with this one.
-extern template void launch_bwd_main<BwdTraits<32, Fp16Tag, true>>(const Params&, const Context&,
-                                                                  const BwdWorkspace&, int,
-                                                                  cudaStream_t);
+// The dropout and attention-bias kernels compile in their own files (bwd_sm80_dropout_*,
+// bwd_sm80_bias_*, bwd_sm80_bias_dropout_*), in parallel with this one.
+#define FA_BWD_VARIANT(...) \
+  extern template void launch_bwd_main<BwdTraits<__VA_ARGS__>>( \
+      const Params&, const Context&, const BwdWorkspace&, const BwdDbias&, int, cudaStream_t);
+FA_BWD_VARIANT(32, Fp16Tag, true)
+FA_BWD_VARIANT(32, Fp16Tag, false, kBwdBlockM, false, true)
+FA_BWD_VARIANT(32, Fp16Tag, true, kBwdBlockM, false, true)
+#undef FA_BWD_VARIANT
 template void run_bwd<32, Fp16Tag>(const Params&, const Context&, void*, cudaStream_t);
 }  // namespace fa::cuda::sm80

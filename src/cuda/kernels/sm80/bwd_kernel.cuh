@@ -93,12 +93,13 @@ __device__ __forceinline__ void wait_for_preprocess() { grid_dependency_wait(); 
 // the Q, dO, LSE and D of step s + 1 stream into the other buffer while step s computes. A part
 // of a tile (the split tail, BwdWorkspace; tail_slot: the tail tile, -1 for a whole-tile block)
 // ends in tail_part_epilogue. first: the block's first call, which sets up the TMA barriers;
-// phase: their parities, kept across calls.
+// phase: their parities, kept across calls. dbias: where the bias kernels write dBias.
 template <class T>
 __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& ws,
-                                          const QdoMaps& maps, int nb, int64_t hk, int64_t b,
-                                          int s_first, int s_last, int64_t tail_slot, bool first,
-                                          uint32_t& phase, uint16_t* smem) {
+                                          const QdoMaps& maps, const BwdDbiasArg<T>& dbias, int nb,
+                                          int64_t hk, int64_t b, int s_first, int s_last,
+                                          int64_t tail_slot, bool first, uint32_t& phase,
+                                          uint16_t* smem) {
   using KvTile = typename T::KvTile;
   using QTile = typename T::QTile;
   using STile = typename T::STile;
@@ -314,6 +315,9 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     const float* dsum = sD + buf * kM;
     const Logit<float> logit{p.softcap, p.alibi_slope(b, hq), sq.len_k - sq.len_q};
     const bool transform = logit.softcap > 0.f || logit.alibi_slope != 0.f;
+    // The bias kernels: this step's bias elements and dBias target (bwd_dbias.cuh).
+    [[maybe_unused]] StepBias<T::kBias> sb;
+    if constexpr (T::kBias) sb = StepBias<true>::make(p, dbias, b, hq, m0, n0, sq.len_q, sq.len_k);
 
     // Sᵀ = K Qᵀ, then dPᵀ = V dOᵀ: one after the other, so that only one product's fragments
     // are live next to Sᵀ (at 9ff4169, d = 128: interleaved spilled 192 bytes, sequential 144,
@@ -332,7 +336,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
     step_pointwise<T>(w, st, dpt,
                       StepSoftmax{lse, dsum, scale, logit, drop.keep_scale, kept_bits, masked,
                                   transform},
-                      vis, m0, n0, sq.len_k);
+                      vis, m0, n0, sq.len_k, sb);
     store_p_ds<T>(st_offs, st, dpt, aP, adS);
 
     __syncthreads();  // Pᵀ and dSᵀ complete
@@ -405,10 +409,12 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
 // tile decode around it stay out of the whole-tile kernel's register allocation).
 // maps: Q and dO for TMA where ws.tma (sm90); the 128-byte swizzle of their boxes needs the
 // 1024-byte alignment of the tiles.
+// dbias: the bias kernels' dBias target (BwdDbias; the others' is empty).
 template <class T, bool kTail>
 __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_constant__ Params p,
                                                              BwdWorkspace ws,
-                                                             const __grid_constant__ QdoMaps maps) {
+                                                             const __grid_constant__ QdoMaps maps,
+                                                             const BwdDbiasArg<T> dbias) {
   extern __shared__ __align__(1024) uint16_t smem[];
   const int n_tiles = int((p.seqlen_k + T::kBlockN - 1) / T::kBlockN);
   uint32_t phase = 0;
@@ -419,7 +425,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       wait_for_preprocess();
       return;
     }
-    bwd_block<T>(p, ws, maps, p.deterministic ? int(gridDim.x) - 1 - nb : nb, blockIdx.y,
+    bwd_block<T>(p, ws, maps, dbias, p.deterministic ? int(gridDim.x) - 1 - nb : nb, blockIdx.y,
                  blockIdx.z, 0, INT_MAX, -1, true, phase, smem);
   } else {
     // 32-bit step counts (bwd_tail_split keeps units below 2^31).
@@ -434,8 +440,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) bwd_kernel(const __grid_consta
       u = slot * steps + s_last;
       // 32-bit tile decode (bwd_tail_split keeps every tile index below 2^31 when it splits).
       const int tile = int(ws.tail_dp) + slot, hb = tile / n_tiles, heads = int(p.heads_kv);
-      bwd_block<T>(p, ws, maps, tile - hb * n_tiles, hb % heads, hb / heads, s_first, s_last,
-                   slot, first, phase, smem);
+      bwd_block<T>(p, ws, maps, dbias, tile - hb * n_tiles, hb % heads, hb / heads, s_first,
+                   s_last, slot, first, phase, smem);
       __syncthreads();  // every thread done with this tile's shared memory
     }
   }

@@ -21,9 +21,10 @@ namespace fa::cuda::sm80 {
 // The main kernel of traits T. On sm90 (where T::kTmaQdo) Q and dO arrive by TMA, through tensor
 // maps encoded here for T's query tile (two driver calls on the host, no GPU work); where the
 // driver refuses a map, by cp.async as on the sm80 family.
+// dbias: the bias kernels' dBias target (the others ignore it).
 template <class T>
 void launch_bwd_kernel(const Params& p, const Context& ctx, const BwdWorkspace& ws_in,
-                       cudaStream_t stream) {
+                       const BwdDbias& dbias, cudaStream_t stream) {
   BwdWorkspace ws = ws_in;
   QdoMaps maps{};
   ws.tma = 0;
@@ -68,7 +69,9 @@ void launch_bwd_kernel(const Params& p, const Context& ctx, const BwdWorkspace& 
     cfg.attrs = &attr;
     cfg.numAttrs = dependent ? 1 : 0;
     dependent = false;
-    e = cudaLaunchKernelEx(&cfg, kernel, p, ws, maps);
+    BwdDbiasArg<T> dbias_arg{};
+    if constexpr (T::kBias) dbias_arg = dbias;
+    e = cudaLaunchKernelEx(&cfg, kernel, p, ws, maps, dbias_arg);
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess)
       fail(FA_ERROR_CUDA, what, " launch (sm80 backward, d", T::kHeadDim,
@@ -80,33 +83,79 @@ void launch_bwd_kernel(const Params& p, const Context& ctx, const BwdWorkspace& 
            dim3(unsigned((p.seqlen_k + T::kBlockN - 1) / T::kBlockN), unsigned(p.heads_kv),
                 unsigned(p.batch)),
            "main kernel");
-  if constexpr (!T::kDropout) {
+  if constexpr (!T::kDropout && !T::kBias) {  // (bwd_tail plans no tail for these)
     if (ws.tail_ctas > 0)
       launch(bwd_kernel<T, true>, opted_in_tail, dim3(unsigned(ws.tail_ctas)), "tail kernel");
   }
 }
 
-// The main kernel with or without dropout (T: the 64-query traits; each explicitly instantiated
-// in its own file), in its 128-query form where bwd_wide says so, in its compact one where
-// bwd_compact does.
+// The main kernel with or without dropout, with or without the bias (T: the 64-query traits;
+// each explicitly instantiated in its own file), in its 128-query form where bwd_wide says so,
+// in its compact one where bwd_compact does.
 template <class T>
-void launch_bwd_main(const Params& p, const Context& ctx, const BwdWorkspace& ws, int smem_optin,
-                     cudaStream_t stream) {
-  if constexpr (T::kHeadDim <= 64 && !T::kDropout) {
+void launch_bwd_main(const Params& p, const Context& ctx, const BwdWorkspace& ws,
+                     const BwdDbias& dbias, int smem_optin, cudaStream_t stream) {
+  if constexpr (T::kHeadDim <= 64 && !T::kDropout && !T::kBias) {
     if (bwd_wide(p, T::kHeadDim, smem_optin)) {
       launch_bwd_kernel<BwdTraits<T::kHeadDim, typename T::Tag, T::kDropout, kBwdWideBlockM>>(
-          p, ctx, ws, stream);
+          p, ctx, ws, dbias, stream);
       return;
     }
   }
   if constexpr (T::kHeadDim > 64) {  // d <= 64 fits every sm80-family part
     if (bwd_compact(T::kHeadDim, smem_optin)) {
-      launch_bwd_kernel<BwdTraits<T::kHeadDim, typename T::Tag, T::kDropout, kBwdBlockM, true>>(
-          p, ctx, ws, stream);
+      launch_bwd_kernel<
+          BwdTraits<T::kHeadDim, typename T::Tag, T::kDropout, kBwdBlockM, true, T::kBias>>(
+          p, ctx, ws, dbias, stream);
       return;
     }
   }
-  launch_bwd_kernel<T>(p, ctx, ws, stream);
+  launch_bwd_kernel<T>(p, ctx, ws, dbias, stream);
+}
+
+// dBias's target (BwdDbiasPlan): dbias itself, or the fp32 sums at sums (a 16-bit dbias summed
+// over an axis). None when not asked.
+inline BwdDbias bwd_dbias_target(const Params& p, const BwdDbiasPlan& plan, float* sums) {
+  BwdDbias d{};
+  d.op = DbiasOp::kNone;
+  if (p.bias.grad == nullptr) return d;
+  const Params::Bias& g = p.bias;
+  if (plan.any_sum) {
+    d.op = DbiasOp::kAddF32;
+    d.out = plan.ws_elems ? static_cast<void*>(sums) : g.grad;
+  } else {
+    d.op = g.grad_dtype == DType::F32    ? DbiasOp::kStoreF32
+           : g.grad_dtype == DType::F16 ? DbiasOp::kStoreF16
+                                        : DbiasOp::kStoreBF16;
+    d.out = g.grad;
+  }
+  int64_t contiguous = 1;  // the sums' strides: row-major in dbias's shape
+  for (int i = 3; i >= 0; --i) {
+    const int64_t s = plan.ws_elems ? contiguous : g.grad_stride[i];
+    d.stride[i] = plan.sum[i] || g.grad_shape[i] == 1 ? 0 : s;
+    contiguous *= g.grad_shape[i];
+  }
+  d.sum_q = plan.sum[2];
+  d.sum_k = plan.sum[3];
+  return d;
+}
+
+// dbias (or the fp32 sums) as a strided view for the clear / conversion kernels.
+inline DbiasView dbias_view(const Params& p, void* data, bool sums) {
+  DbiasView v{};
+  v.data = data;
+  v.esize = sums || p.bias.grad_dtype == DType::F32 ? 4 : 2;
+  int64_t contiguous = 1;
+  for (int i = 3; i >= 0; --i) {
+    v.shape[i] = p.bias.grad_shape[i];
+    v.stride[i] = sums ? contiguous : p.bias.grad_stride[i];
+    contiguous *= v.shape[i];
+  }
+  return v;
+}
+inline dim3 dbias_grid(const DbiasView& v) {
+  const int64_t blocks = (v.elems() + 255) / 256;
+  return dim3(unsigned(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096));
 }
 
 template <int kHeadDim, typename Tag>
@@ -157,14 +206,39 @@ void run_bwd(const Params& caller, const Context& ctx, void* workspace, cudaStre
     return dim3(unsigned((rows + rows_per_block - 1) / rows_per_block), unsigned(p.heads_q),
                 unsigned(p.batch));
   };
+  // dBias's target cleared (bwd_dbias.cuh); before the preprocess, so that the main kernel
+  // stays its programmatic dependent.
+  const BwdDbiasPlan dplan = bwd_dbias_plan(p);
+  float* dbias_sums = ws.tail_part + layout.tail_part_elems;  // (layout.dbias_elems of them)
+  const BwdDbias dbias = bwd_dbias_target(p, dplan, dbias_sums);
+  if (dbias.op != DbiasOp::kNone) {
+    const DbiasView target = dbias_view(p, dbias.out, dplan.ws_elems > 0);
+    dbias_clear<T><<<dbias_grid(target), 256, 0, stream>>>(target);
+    check(cudaGetLastError(), "dbias clear launch");
+  }
   bwd_preprocess<Tag, kHeadDim>
       <<<rows_grid(kPreRows<kHeadDim>, bwd_clear_rows(p.seqlen_q)), 32 * kRowWarps, 0, stream>>>(
           p, ws);
   check(cudaGetLastError(), "preprocess launch");
-  if (p.dropout_p > 0.f)
-    launch_bwd_main<BwdTraits<kHeadDim, Tag, true>>(p, ctx, ws, smem_optin, stream);
-  else
-    launch_bwd_main<T>(p, ctx, ws, smem_optin, stream);
+  const bool dropout = p.dropout_p > 0.f;
+  if (p.bias.kind != Params::Bias::Kind::None) {
+    if (dropout)
+      launch_bwd_main<BwdTraits<kHeadDim, Tag, true, kBwdBlockM, false, true>>(p, ctx, ws, dbias,
+                                                                              smem_optin, stream);
+    else
+      launch_bwd_main<BwdTraits<kHeadDim, Tag, false, kBwdBlockM, false, true>>(
+          p, ctx, ws, dbias, smem_optin, stream);
+  } else if (dropout) {
+    launch_bwd_main<BwdTraits<kHeadDim, Tag, true>>(p, ctx, ws, dbias, smem_optin, stream);
+  } else {
+    launch_bwd_main<T>(p, ctx, ws, dbias, smem_optin, stream);
+  }
+  if (dplan.ws_elems > 0) {  // the fp32 sums into the 16-bit dbias
+    const DbiasView out = dbias_view(p, p.bias.grad, false);
+    dbias_convert<T><<<dbias_grid(out), 256, 0, stream>>>(
+        dbias_sums, out, p.bias.grad_dtype == DType::BF16 ? 1 : 0);
+    check(cudaGetLastError(), "dbias conversion launch");
+  }
   // The postprocess reads the accumulator in the main kernel's tile order (its kBlockM); the
   // 128-query form exists only at d <= 64.
   bool wide = false;

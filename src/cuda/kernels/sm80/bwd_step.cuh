@@ -16,6 +16,7 @@
 #include "cuda/arch/ldmatrix.cuh"
 #include "cuda/arch/memory.cuh"
 #include "cuda/arch/mma.cuh"
+#include "cuda/kernels/sm80/bwd_dbias.cuh"
 #include "cuda/kernels/sm80/bwd_traits.h"
 #include "cuda/kernels/sm80/fwd_tile.cuh"  // a_lane, bt_lane, exp2_fast, kLog2e
 #include "cuda/kernels/sm80/tile_ranges.h"
@@ -236,11 +237,16 @@ struct StepSoftmax {
 // element); true: masked / transform, also tested at run time. (The dropout kernels took the
 // general variant while the Philox code sat inside it: four copies spilled up to 1.7 KB; the
 // step's keep bits now come before, from keep_bits.)
+// The bias kernels (T::kBias) add sb's bias elements to the logits (after softcap, before
+// ALiBi, as the forward), take P = 0 in rows past the sequence and in rows with LSE = -inf (a
+// bias can hide every key of a row the masks leave visible), and hand each element's dBias = dS
+// / scale before softcap's factor to a StepDbias (bwd_dbias.cuh).
 template <class T, bool kMasked, bool kTransform>
 __device__ __forceinline__ void bwd_pointwise(const BwdWarpTiles<T>& w,
                                               typename BwdWarpTiles<T>::SAcc& st,
                                               typename BwdWarpTiles<T>::SAcc& dpt,
-                                              const StepSoftmax& in, const StepWindow& win) {
+                                              const StepSoftmax& in, const StepWindow& win,
+                                              const StepBias<T::kBias>& sb) {
   const float* lse2 = in.lse2;
   const float* dsum = in.dsum;
   const float scale = in.scale;
@@ -248,6 +254,12 @@ __device__ __forceinline__ void bwd_pointwise(const BwdWarpTiles<T>& w,
   const int key0 = w.s_key0, query0 = w.s_query0, g = w.g, t = w.t;
   const float scale_log2 = scale * kLog2e;
   const float inv_softcap = kTransform && logit.softcap > 0.f ? 1.f / logit.softcap : 0.f;
+  [[maybe_unused]] StepDbias<T::kSKeys / 16, T::kSQueries / 8> db;
+  [[maybe_unused]] bool want_db = false;
+  if constexpr (T::kBias) {
+    want_db = sb.op != DbiasOp::kNone;
+    db.clear();
+  }
 #pragma unroll
   for (int nt = 0; nt < T::kSQueries / 8; ++nt) {
     const int q2 = query0 + 8 * nt + 2 * t;
@@ -261,6 +273,10 @@ __device__ __forceinline__ void bwd_pointwise(const BwdWarpTiles<T>& w,
       l2 = *reinterpret_cast<const float2*>(lse2 + q2);
       dd = *reinterpret_cast<const float2*>(dsum + q2);
     }
+    if constexpr (T::kBias) {  // P = exp2(x - inf) = 0 in those rows, whatever the bias
+      if (!sb.row_in(q2) || l2.x == kNegInf) l2.x = -kNegInf;
+      if (!sb.row_in(q2 + 1) || l2.y == kNegInf) l2.y = -kNegInf;
+    }
 #pragma unroll
     for (int mt = 0; mt < T::kSKeys / 16; ++mt)
 #pragma unroll
@@ -268,13 +284,14 @@ __device__ __forceinline__ void bwd_pointwise(const BwdWarpTiles<T>& w,
         const int kr = key0 + 16 * mt + g + 8 * (e / 2), qc = q2 + (e & 1);
         const float lse_e = e & 1 ? l2.y : l2.x, d_e = e & 1 ? dd.y : dd.x;
         float pr, dx = 1.f;
-        if (kTransform && in.transform) {
+        if (kTransform && (T::kBias || in.transform)) {
           float x = st[mt][nt][e] * scale;
           if (logit.softcap > 0.f) {
             const float th = tanhf(x * inv_softcap);
             x = logit.softcap * th;
             dx = 1.f - th * th;
           }
+          if constexpr (T::kBias) x += sb.at(qc, kr);
           x -= logit.alibi_slope * float(win.alibi_distance(kr, qc));
           pr = exp2_fast(fmaf(x, kLog2e, -lse_e));
         } else {
@@ -292,24 +309,37 @@ __device__ __forceinline__ void bwd_pointwise(const BwdWarpTiles<T>& w,
         st[mt][nt][e] = pk;
         const float ds = pr * fmaf(dp, scale, -d_e);
         dpt[mt][nt][e] = kTransform ? ds * dx : ds;  // dx = 1 unless softcap
+        if constexpr (T::kBias) {
+          if (want_db) db.take(sb, mt, nt, e, qc, kr, ds * sb.inv_scale);
+        }
       }
+  }
+  if constexpr (T::kBias) {
+    if (want_db && (sb.sum_q || sb.sum_k)) db.flush(sb, key0, query0, g, t);
   }
 }
 
 // bwd_pointwise with the step's mask and transform decided once: four compile-time variants,
-// the step's window (vis at query tile m0, key tile n0) made only where it is read.
+// the step's window (vis at query tile m0, key tile n0) made only where it is read. The bias
+// kernels always transform (two variants).
 template <class T>
 __device__ __forceinline__ void step_pointwise(const BwdWarpTiles<T>& w,
                                                typename BwdWarpTiles<T>::SAcc& st,
                                                typename BwdWarpTiles<T>::SAcc& dpt,
                                                const StepSoftmax& in, const Visibility& vis,
-                                               int64_t m0, int64_t n0, int64_t len_k) {
+                                               int64_t m0, int64_t n0, int64_t len_k,
+                                               const StepBias<T::kBias>& sb) {
   auto run = [&](auto kMasked, auto kTransform) {
     const StepWindow win(vis, m0, n0, len_k, T::kBlockN);
-    bwd_pointwise<T, decltype(kMasked)::value, decltype(kTransform)::value>(w, st, dpt, in, win);
+    bwd_pointwise<T, decltype(kMasked)::value, decltype(kTransform)::value>(w, st, dpt, in, win,
+                                                                            sb);
   };
   using Yes = std::true_type;
   using No = std::false_type;
+  if constexpr (T::kBias) {
+    in.masked ? run(Yes{}, Yes{}) : run(No{}, Yes{});
+    return;
+  }
   if (in.masked)
     in.transform ? run(Yes{}, Yes{}) : run(Yes{}, No{});
   else

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/bwd_sm80.h"  // kBwdBlockM, kBwdSpareRows, bwd_block_n
 #include "cuda/kernels/sm80/dq_layout.h"
@@ -13,13 +14,19 @@
 namespace fa::cuda::sm80 {
 
 template <int kHeadDim_, typename Tag_, bool kDropout_ = false, int kBlockM_ = kBwdBlockM,
-          bool kCompact_ = false>
+          bool kCompact_ = false, bool kBias_ = false>
 struct BwdTraits {
   using Tag = Tag_;
   static constexpr int kHeadDim = kHeadDim_;
   // The keep-mask's Philox words cost registers and instructions inside the step: a separate
   // kernel, so that calls without dropout pay for none of it.
   static constexpr bool kDropout = kDropout_;
+  // The attention bias (Params::Bias) read into each step's logits and, when asked, dBias
+  // written (bwd_dbias.cuh): separate kernels as in the forward (FwdTraits::kBias), so that the
+  // others carry none of its registers. Run with 64-query steps and without the split tail
+  // (bwd_wide, bwd_tail); tiles and layouts are those of the kernel without it.
+  static constexpr bool kBias = kBias_;
+  static_assert(!kBias_ || kBlockM_ == kBwdBlockM, "the bias kernels take 64-query steps");
   static_assert(kHeadDim % 32 == 0 && kHeadDim <= 256, "instantiated head dims: 32..256");
   static constexpr int kWarps = 8;
   static constexpr int kThreads = 32 * kWarps;
@@ -144,5 +151,26 @@ struct BwdWorkspace {
   int64_t tail_dp, tail_units;
   int tail_steps, tail_ctas;
 };
+
+// dBias as the bias kernels write it (bwd_dbias.cuh; the host's plan: bwd_sm80.h, BwdDbiasPlan):
+// element (b, h, query, key) of dBias goes to out + b stride[0] + h stride[1] + query stride[2]
+// + key stride[3] (elements; 0 on the dimensions dBias sums over), by op. The main kernel's
+// last argument in the bias kernels; the others take the empty BwdNoDbias there.
+enum class DbiasOp : int {
+  kNone,      // dBias not asked
+  kAddF32,    // fp32 reductions (red.global.add) into out, cleared first: dBias sums over an axis
+  kStoreF32,  // one plain store per element, in dBias's dtype (no axis summed; out cleared first,
+  kStoreF16,  //   since masked and unvisited elements are 0)
+  kStoreBF16,
+};
+struct BwdDbias {
+  void* out;
+  DbiasOp op;
+  int sum_q, sum_k;   // summed over queries / keys: partial sums across lanes before the adds
+  int64_t stride[4];  // elements of out; 0 where summed
+};
+struct BwdNoDbias {};
+template <class T>
+using BwdDbiasArg = std::conditional_t<T::kBias, BwdDbias, BwdNoDbias>;
 
 }  // namespace fa::cuda::sm80
