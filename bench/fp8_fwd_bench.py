@@ -10,7 +10,7 @@ quantize_e4m3, descales amax / 448, passed with the call); out bf16. TFLOP/s = 4
 for causal) / median time. Each row also has fp8's error against the bf16 output (max and RMSE):
 a sanity check of the fast path, not the accuracy table (tests/test_fp8.cpp has that).
 
-  PYTHONPATH=python FA_LIBRARY=build/libflashattn.so python3 bench/fp8_fwd_bench.py \\
+  FA_LIBRARY=build/libflashattn.so python3 bench/fp8_fwd_bench.py \\
       [--dims 128,256] [--seqlens 4096,16384] [--repeats 30] [--json out.json]
 """
 import argparse
@@ -21,6 +21,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 from gpu_common import time_fn  # noqa: E402
 
 import flashattn  # noqa: E402
