@@ -1,8 +1,9 @@
 // The Hopper fp8 e4m3 forward (cuda-sm90 with FwdTraits::kFp8, src/cuda/kernels/sm90/
 // fwd_fp8_sm90.cu, issue 30) on an sm90 GPU: every grid case must be taken by cuda-sm90
-// (asserted through the registry) and its out and LSE must match the fp64 reference on the
-// dequantized inputs by FlashAttention's rule against the naive fp8 baseline (fp32 accumulation
-// with P rounded to e4m3, as test_fp8.cpp's; 2x its error + 1e-5), outputs and workspace poisoned,
+// (asserted through the registry) and its out must match the fp64 reference on the dequantized
+// inputs by FlashAttention's rule against the naive fp8 baseline (fp32 accumulation with P rounded
+// to e4m3, as test_fp8.cpp's; 2x its error + 1e-5), its LSE the fp32 baseline's with a slack for
+// the tensor cores' fp8 accumulation (expect_fp8_results), outputs and workspace poisoned,
 // fresh inputs, odd lengths. The grid: kernel head dims 64 / 128 / 256 and dims served by them
 // (48, 96, 192), out bf16 / fp16, descales on and off, full / causal / windows / softcap / ALiBi,
 // GQA and MQA (packed GQA tiles at short seqlen_q), packed batches with empty sequences, strided
@@ -14,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 #include <set>
 #include <string>
@@ -114,6 +116,26 @@ TEST(Sm90Fp8Layout, PackedBlocksDoNotOverlap) {
 
 #ifdef FA_TEST_CUDA
 
+// Out by the rule against the naive fp8 baseline (2x its error + 1e-5). The LSE by the rule
+// against the fp32 baseline with kLseSlack more: Hopper's fp8 tensor cores add Q·Kᵀ's products
+// with about 14 mantissa bits rather than fp32's 24 (DeepSeek-V3's report measures this on the
+// H800), which no CPU baseline here models; at d <= 256 that moves a logit, and so the LSE, by
+// well under 1e-3, while a wrong layout or scale moves it by O(1). Prints both errors.
+constexpr double kLseSlack = 1e-3;
+
+void expect_fp8_results(Problem& pr, const DeviceProblem& dev) {
+  dev.out.copy_to(pr.out);
+  dev.lse.copy_to(pr.lse);
+  const Dense got = outputs(pr, false);
+  const Dense ref = reference(pr, false, false);
+  const Dense naive = reference(pr, true, false, /*round_p=*/true);  // P rounded to e4m3
+  expect_rule("out", got.out, ref.out, naive.out, 2, 1e-5);
+  expect_rule("lse", got.lse, ref.lse, naive.lse, 2, 1e-5 + kLseSlack);
+  std::printf("[ fp8 sm90 ] %s: out %.3g (naive fp8 %.3g), lse %.3g (naive %.3g)\n",
+              pr.c.name().c_str(), max_abs_diff(got.out, ref.out), max_abs_diff(naive.out, ref.out),
+              max_abs_diff(got.lse, ref.lse), max_abs_diff(naive.lse, ref.lse));
+}
+
 // The fp8 forward's kernel head dims and dims they serve (multiples of 16).
 std::vector<Case> fp8_cases() {
   std::vector<Case> out;
@@ -184,7 +206,7 @@ TEST_P(GpuSm90Fp8, MatchesReferenceAndRanSm90) {
   ASSERT_EQ(family_of(dev.p, Pass::Forward, Tuning{}), "cuda-sm90");
   run_pass(dev.p, false);
   if (HasFatalFailure()) return;
-  expect_device_results(pr, dev, false);
+  expect_fp8_results(pr, dev);
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, GpuSm90Fp8, ::testing::ValuesIn(fp8_cases()), CaseTestName{});
@@ -217,7 +239,7 @@ TEST(GpuSm90Fp8Knobs, SchedulersAndPacking) {
       ASSERT_EQ(family_of(dev.p, Pass::Forward, t), "cuda-sm90");
       run_pass(dev.p, false, &t);
       if (HasFatalFailure()) return;
-      expect_device_results(pr, dev, false);
+      expect_fp8_results(pr, dev);
     }
 }
 
