@@ -75,7 +75,11 @@ TEST(Sm90Fp8Layout, VtBlockOffsetsCoverTheBlockOnce) {
       }
     for (int h : hits) ASSERT_EQ(h, 1);
   }
-  // The 128-byte swizzle's chunk is wgmma_desc.h's sw128_byte_offset's for the same bytes.
+  // The 128-byte swizzle is wgmma_desc.h's sw128_byte_offset (the layout TMA writes for Q and K
+  // and the descriptors read, checked on the GPU by the wgmma self-test) for the same bytes.
+  for (int r = 0; r < 128; ++r)
+    for (int a = 0; a < 128; ++a)
+      ASSERT_EQ(fp8_vt_offset(r, a, 128), fa::cuda::sw128_byte_offset(128, r, a / 2) + uint32_t(a % 2));
   EXPECT_EQ(fp8_vt_offset(3, 16, 128), 3u * 128 + (1u ^ 3u) * 16);
   EXPECT_EQ(fp8_vt_offset(5, 48, 64), 5u * 64 + (3u ^ 2u) * 16);
 }
