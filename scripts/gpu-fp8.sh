@@ -32,9 +32,9 @@ if [ $rc -ne 0 ]; then grep -E "error" "$out/build.log" | head -20; exit 1; fi
 grep -A4 -E "Compiling entry function '.*(Lb0ELi2ELb1E|vt_kernel)" "$out/build.log" |
   grep -E "Compiling entry|bytes stack frame|Used [0-9]+ registers" > "$out/ptxas-fp8.txt"
 say "fp8 kernels' ptxas (registers / spill stores / loads):"
-paste - - - < "$out/ptxas-fp8.txt" |
+while read -r l; do say "$l"; done < <(paste - - - < "$out/ptxas-fp8.txt" |
   sed -E "s/.*FwdTraitsILi([0-9]+)ENS0_7(Bf16|Fp16)Tag.*stack frame, ([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads.*Used ([0-9]+) registers.*/  fwd d\1 out \2: \5 regs, spills \3 \/ \4/; s/.*vt_kernelILi([0-9]+).*stack frame, ([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads.*Used ([0-9]+) registers.*/  vt d\1: \4 regs, spills \2 \/ \3/" |
-  sort -u | while read -r l; do say "$l"; done
+  sort -u)
 say "wgmma serialized (C7515 / C7520) in $(grep -cE 'C7515|C7520' "$out/build.log") kernels"
 
 tests=./build-fp8/tests/fa_tests
@@ -50,6 +50,10 @@ timeout 150 $tests --gtest_filter='Grid/GpuSm90Fp8*:GpuSm90Fp8*' > "$out/tests.l
 say "fp8 grid: rc=$? $(grep -cE '^\[ +OK' "$out/tests.log") ok, $(grep -cE '^\[  SKIPPED' "$out/tests.log") skipped, $(grep -cE '^\[  FAILED' "$out/tests.log") failed lines"
 grep -E "^\[  FAILED" "$out/tests.log" | sort -u | head -30
 grep -E "Failure|Which is|max_err" "$out/tests.log" | head -12
+# Each case's errors against fp64 (out: ours and the naive fp8 baseline's; LSE: ours and fp32's).
+grep -E "^\[ fp8 sm90 \]" "$out/tests.log" > "$out/errors.txt"
+say "errors ($out/errors.txt), the first cases:"
+while read -r l; do say "  $l"; done < <(head -6 "$out/errors.txt")
 
 # memcheck on d 128 plain, d 64 packed and d 256 (64-key tiles); racecheck on the first.
 small='Grid/GpuSm90Fp8.*/0_*:Grid/GpuSm90Fp8.*/12_*:Grid/GpuSm90Fp8.*/14_*'
