@@ -133,6 +133,12 @@ void check_backward(const Params& p, const Context& ctx) {
   check_view_alignment(p.dq, "dq");
   check_view_alignment(p.dk, "dk");
   check_view_alignment(p.dv, "dv");
+  // The bias kernels' 32-bit offsets inside a step (sm80::bwd_bias_offsets_fit).
+  if (p.bias.kind != Params::Bias::Kind::None && !sm80::bwd_bias_offsets_fit(p))
+    fail(FA_ERROR_UNSUPPORTED, "attn_bias (strides ", p.bias.stride_q, ", ", p.bias.stride_k,
+         " along queries and keys) or dbias: the CUDA backward indexes a 64-query x 128-key tile "
+         "of each in 32 bits (63 x the query stride + 127 x the key stride must stay below 2^31 "
+         "elements); a contiguous attn_bias and dbias fit");
 #else
   (void)ctx;
   fail(FA_ERROR_BACKEND, "no CUDA backward kernel in this build for q on CUDA device ",

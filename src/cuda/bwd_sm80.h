@@ -169,6 +169,36 @@ inline BwdDbiasPlan bwd_dbias_plan(const Params& p) {
   return d;
 }
 
+// dBias's target strides (elements; 0 on the summed dimensions and those of size 1): dbias's own,
+// or row-major in its shape for the fp32 sums.
+inline void bwd_dbias_strides(const Params& p, const BwdDbiasPlan& plan, int64_t out[4]) {
+  const Params::Bias& g = p.bias;
+  int64_t contiguous = 1;
+  for (int i = 3; i >= 0; --i) {
+    const int64_t s = plan.ws_elems ? contiguous : g.grad_stride[i];
+    out[i] = plan.sum[i] || g.grad_shape[i] == 1 ? 0 : s;
+    contiguous *= g.grad_shape[i];
+  }
+}
+
+// The bias kernels index a step's bias and dBias elements by 32-bit offsets from the step's
+// first (bwd_dbias.cuh, StepBias): (query, key) strides with (kBwdBlockM - 1) stride_q +
+// (kBwdWideBlockM - 1) stride_k below 2^31, for the bias and for dBias's target. Backward calls
+// whose strides do not fit are refused (cuda/backend_table.cpp).
+inline bool bwd_bias_offsets_fit(const Params& p) {
+  constexpr int64_t kMax = 2147483647;
+  auto fits = [&](int64_t sq, int64_t sk) {
+    return sq >= 0 && sk >= 0 && sq <= kMax / (kBwdBlockM - 1) &&
+           sk <= kMax / (kBwdWideBlockM - 1) &&
+           sq * (kBwdBlockM - 1) + sk * (kBwdWideBlockM - 1) <= kMax;
+  };
+  if (!fits(p.bias.stride_q, p.bias.stride_k)) return false;
+  if (p.bias.grad == nullptr) return true;
+  int64_t out[4];
+  bwd_dbias_strides(p, bwd_dbias_plan(p), out);
+  return fits(out[2], out[3]);
+}
+
 // Every count overflow-checked (FA_ERROR_SIZE): heads_q x total_q x kernel_d is not bounded by
 // q's element count when kernel_d > head_dim.
 inline BwdLayout bwd_layout(const Params& p, int kernel_d, const BwdTail& tail) {

@@ -28,17 +28,18 @@ struct StepBias {};
 
 template <>
 struct StepBias<true> {
-  const void* data;
+  const char* bias;        // the bias element of (b, hq, m0, n0)
   Params::Bias::Kind kind;
-  int64_t base;                // the bias element of (b, hq, m0, n0)
-  int64_t stride_q, stride_k;  // of the bias
-  int rows, keys;              // the step's queries and keys inside the sequence (>= 1)
-  // dBias: op kNone when not asked; out at (b, hq, m0, n0) of its target; its strides 0 where
-  // summed; sum_q / sum_k as BwdDbias's.
+  // Of the bias, in elements: a step's offsets from its first element fit 32 bits
+  // (bwd_bias_offsets_fit, checked when the call is dispatched).
+  int stride_q, stride_k;
+  int rows, keys;          // the step's queries and keys inside the sequence (>= 1)
+  // dBias: op kNone when not asked; out at (b, hq, m0, n0) of its target; its strides (32 bits as
+  // the bias's) 0 where summed; sum_q / sum_k as BwdDbias's.
   DbiasOp op;
   int sum_q, sum_k;
   char* out;
-  int64_t out_q, out_k;
+  int out_q, out_k;
   float inv_scale;  // 1 / softmax scale: the kernel's dS carries the scale (bwd_pointwise)
 
   __device__ __forceinline__ static StepBias make(const Params& p, const BwdDbias& d, int64_t b,
@@ -46,11 +47,13 @@ struct StepBias<true> {
                                                   int64_t len_q, int64_t len_k) {
     const Params::Bias& bias = p.bias;
     StepBias s;
-    s.data = bias.data;
     s.kind = bias.kind;
-    s.base = bias.offset(b, hq, m0, n0);
-    s.stride_q = bias.stride_q;
-    s.stride_k = bias.stride_k;
+    const int bsize = bias.kind == Params::Bias::Kind::F32    ? 4
+                      : bias.kind == Params::Bias::Kind::Mask ? 1
+                                                              : 2;
+    s.bias = static_cast<const char*>(bias.data) + bias.offset(b, hq, m0, n0) * bsize;
+    s.stride_q = int(bias.stride_q);
+    s.stride_k = int(bias.stride_k);
     s.rows = int(len_q - m0);
     s.keys = int(len_k - n0);
     s.op = d.op;
@@ -59,8 +62,8 @@ struct StepBias<true> {
     const int esize = d.op == DbiasOp::kStoreF16 || d.op == DbiasOp::kStoreBF16 ? 2 : 4;
     s.out = static_cast<char*>(d.out) +
             (b * d.stride[0] + hq * d.stride[1] + m0 * d.stride[2] + n0 * d.stride[3]) * esize;
-    s.out_q = d.stride[2];
-    s.out_k = d.stride[3];
+    s.out_q = int(d.stride[2]);
+    s.out_k = int(d.stride[3]);
     s.inv_scale = 1.f / p.softmax_scale;
     return s;
   }
@@ -68,16 +71,18 @@ struct StepBias<true> {
   // Whether query qc of the step lies inside the sequence (its LSE is then read).
   __device__ __forceinline__ bool row_in(int qc) const { return qc < rows; }
 
-  // The bias element of query qc, key kr as a term of the logit (BiasRows::at's values).
+  // The bias element of query qc, key kr as a term of the logit (BiasRows::at's values); 0
+  // outside the sequence, where P is 0 whatever the logit (rows: an LSE of +inf; keys: masked).
   __device__ __forceinline__ float at(int qc, int kr) const {
-    const int r = qc < rows ? qc : rows - 1, c = kr < keys ? kr : keys - 1;
-    const int64_t o = base + r * stride_q + c * stride_k;
+    if (qc >= rows || kr >= keys) return 0.f;
+    const int o = qc * stride_q + kr * stride_k;
     switch (kind) {
-      case Params::Bias::Kind::F32: return static_cast<const float*>(data)[o];
-      case Params::Bias::Kind::F16: return to_float(static_cast<const half_t*>(data)[o]);
-      case Params::Bias::Kind::BF16: return to_float(static_cast<const bfloat16_t*>(data)[o]);
+      case Params::Bias::Kind::F32: return reinterpret_cast<const float*>(bias)[o];
+      case Params::Bias::Kind::F16: return to_float(reinterpret_cast<const half_t*>(bias)[o]);
+      case Params::Bias::Kind::BF16:
+        return to_float(reinterpret_cast<const bfloat16_t*>(bias)[o]);
       case Params::Bias::Kind::Mask:
-        return static_cast<const uint8_t*>(data)[o] != 0 ? 0.f : kNegInf;
+        return reinterpret_cast<const uint8_t*>(bias)[o] != 0 ? 0.f : kNegInf;
       default: return 0.f;
     }
   }
@@ -86,7 +91,7 @@ struct StepBias<true> {
   // batch or heads) or stored, inside the sequence only.
   __device__ __forceinline__ void put(int qc, int kr, float v) const {
     if (qc >= rows || kr >= keys) return;
-    const int64_t o = qc * out_q + kr * out_k;
+    const int o = qc * out_q + kr * out_k;
     switch (op) {
       case DbiasOp::kAddF32: atomicAdd(reinterpret_cast<float*>(out) + o, v); break;
       case DbiasOp::kStoreF32: reinterpret_cast<float*>(out)[o] = v; break;

@@ -338,6 +338,7 @@ __device__ __forceinline__ void bwd_block(const Params& p, const BwdWorkspace& w
                                   transform},
                       vis, m0, n0, sq.len_k, sb);
     store_p_ds<T>(st_offs, st, dpt, aP, adS);
+    if constexpr (T::kBias) step_dbias<T>(w, dpt, sb, logit);
 
     __syncthreads();  // Pᵀ and dSᵀ complete
 

@@ -129,12 +129,7 @@ inline BwdDbias bwd_dbias_target(const Params& p, const BwdDbiasPlan& plan, floa
                                         : DbiasOp::kStoreBF16;
     d.out = g.grad;
   }
-  int64_t contiguous = 1;  // the sums' strides: row-major in dbias's shape
-  for (int i = 3; i >= 0; --i) {
-    const int64_t s = plan.ws_elems ? contiguous : g.grad_stride[i];
-    d.stride[i] = plan.sum[i] || g.grad_shape[i] == 1 ? 0 : s;
-    contiguous *= g.grad_shape[i];
-  }
+  bwd_dbias_strides(p, plan, d.stride);
   d.sum_q = plan.sum[2];
   d.sum_k = plan.sum[3];
   return d;

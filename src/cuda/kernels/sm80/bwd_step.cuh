@@ -239,9 +239,10 @@ struct StepSoftmax {
 // step's keep bits now come before, from keep_bits.)
 // The bias kernels (T::kBias) add sb's bias elements to the logits (after softcap, before
 // ALiBi, as the forward), take P = 0 in rows past the sequence and in rows with LSE = -inf (a
-// bias can hide every key of a row the masks leave visible), and hand each element's dBias = dS
-// / scale before softcap's factor to a StepDbias (bwd_dbias.cuh).
-template <class T, bool kMasked, bool kTransform>
+// bias can hide every key of a row the masks leave visible), and with kDbias (dBias asked with
+// softcap: dS before softcap's factor exists only here) hand each element's dBias = dS / scale
+// to a StepDbias (bwd_dbias.cuh); without softcap step_dbias takes it from dS after the store.
+template <class T, bool kMasked, bool kTransform, bool kDbias = false>
 __device__ __forceinline__ void bwd_pointwise(const BwdWarpTiles<T>& w,
                                               typename BwdWarpTiles<T>::SAcc& st,
                                               typename BwdWarpTiles<T>::SAcc& dpt,
@@ -255,11 +256,7 @@ __device__ __forceinline__ void bwd_pointwise(const BwdWarpTiles<T>& w,
   const float scale_log2 = scale * kLog2e;
   const float inv_softcap = kTransform && logit.softcap > 0.f ? 1.f / logit.softcap : 0.f;
   [[maybe_unused]] StepDbias<T::kSKeys / 16, T::kSQueries / 8> db;
-  [[maybe_unused]] bool want_db = false;
-  if constexpr (T::kBias) {
-    want_db = sb.op != DbiasOp::kNone;
-    db.clear();
-  }
+  if constexpr (kDbias) db.clear();
 #pragma unroll
   for (int nt = 0; nt < T::kSQueries / 8; ++nt) {
     const int q2 = query0 + 8 * nt + 2 * t;
@@ -309,19 +306,25 @@ __device__ __forceinline__ void bwd_pointwise(const BwdWarpTiles<T>& w,
         st[mt][nt][e] = pk;
         const float ds = pr * fmaf(dp, scale, -d_e);
         dpt[mt][nt][e] = kTransform ? ds * dx : ds;  // dx = 1 unless softcap
-        if constexpr (T::kBias) {
-          if (want_db) db.take(sb, mt, nt, e, qc, kr, ds * sb.inv_scale);
-        }
+        if constexpr (kDbias) db.take(sb, mt, nt, e, qc, kr, ds * sb.inv_scale);
       }
   }
-  if constexpr (T::kBias) {
-    if (want_db && (sb.sum_q || sb.sum_k)) db.flush(sb, key0, query0, g, t);
+  if constexpr (kDbias) {
+    if (sb.sum_q || sb.sum_k) db.flush(sb, key0, query0, g, t);
   }
+}
+
+// Whether the bias kernels' element-wise pass writes dBias itself (softcap: its dS carries
+// softcap's factor after the pass); else step_dbias does, from dS after the Pᵀ / dSᵀ store.
+template <bool kOn>
+__device__ __forceinline__ bool dbias_in_pass(const StepBias<kOn>& sb, const Logit<float>& logit) {
+  if constexpr (kOn) return sb.op != DbiasOp::kNone && logit.softcap > 0.f;
+  return false;
 }
 
 // bwd_pointwise with the step's mask and transform decided once: four compile-time variants,
 // the step's window (vis at query tile m0, key tile n0) made only where it is read. The bias
-// kernels always transform (two variants).
+// kernels always transform, and write dBias inside the pass only with softcap (four variants).
 template <class T>
 __device__ __forceinline__ void step_pointwise(const BwdWarpTiles<T>& w,
                                                typename BwdWarpTiles<T>::SAcc& st,
@@ -329,21 +332,48 @@ __device__ __forceinline__ void step_pointwise(const BwdWarpTiles<T>& w,
                                                const StepSoftmax& in, const Visibility& vis,
                                                int64_t m0, int64_t n0, int64_t len_k,
                                                const StepBias<T::kBias>& sb) {
-  auto run = [&](auto kMasked, auto kTransform) {
+  auto run = [&](auto kMasked, auto kTransform, auto kDbias) {
     const StepWindow win(vis, m0, n0, len_k, T::kBlockN);
-    bwd_pointwise<T, decltype(kMasked)::value, decltype(kTransform)::value>(w, st, dpt, in, win,
-                                                                            sb);
+    bwd_pointwise<T, decltype(kMasked)::value, decltype(kTransform)::value,
+                  decltype(kDbias)::value>(w, st, dpt, in, win, sb);
   };
   using Yes = std::true_type;
   using No = std::false_type;
   if constexpr (T::kBias) {
-    in.masked ? run(Yes{}, Yes{}) : run(No{}, Yes{});
+    if (dbias_in_pass(sb, in.logit))
+      in.masked ? run(Yes{}, Yes{}, Yes{}) : run(No{}, Yes{}, Yes{});
+    else
+      in.masked ? run(Yes{}, Yes{}, No{}) : run(No{}, Yes{}, No{});
     return;
   }
   if (in.masked)
-    in.transform ? run(Yes{}, Yes{}) : run(Yes{}, No{});
+    in.transform ? run(Yes{}, Yes{}, No{}) : run(Yes{}, No{}, No{});
   else
-    in.transform ? run(No{}, Yes{}) : run(No{}, No{});
+    in.transform ? run(No{}, Yes{}, No{}) : run(No{}, No{}, No{});
+}
+
+// dBias of the warp's Sᵀ tile from dS (dpt, bwd_pointwise's element order) where the pass did not
+// write it: asked, and no softcap (dS is then dBias times the scale). After the Pᵀ / dSᵀ store,
+// where P no longer holds registers (inside the pass it spilled the d 128 kernel 36 -> 868
+// bytes).
+template <class T>
+__device__ __forceinline__ void step_dbias(const BwdWarpTiles<T>& w,
+                                           const typename BwdWarpTiles<T>::SAcc& dpt,
+                                           const StepBias<true>& sb, const Logit<float>& logit) {
+  if (sb.op == DbiasOp::kNone || dbias_in_pass(sb, logit)) return;
+  StepDbias<T::kSKeys / 16, T::kSQueries / 8> db;
+  db.clear();
+#pragma unroll
+  for (int nt = 0; nt < T::kSQueries / 8; ++nt)
+#pragma unroll
+    for (int mt = 0; mt < T::kSKeys / 16; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int kr = w.s_key0 + 16 * mt + w.g + 8 * (e / 2);
+        const int qc = w.s_query0 + 8 * nt + 2 * w.t + (e & 1);
+        db.take(sb, mt, nt, e, qc, kr, dpt[mt][nt][e] * sb.inv_scale);
+      }
+  if (sb.sum_q || sb.sum_k) db.flush(sb, w.s_key0, w.s_query0, w.g, w.t);
 }
 
 // Pᵀ and dSᵀ of the warp's tile to shared memory (row = key, column = query), rounded to 16 bits.
