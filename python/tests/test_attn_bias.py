@@ -340,6 +340,33 @@ def test_flash_attn_func_attn_bias_backward_on_cuda(c, dtype, gen):
         check_rule(name, g.cpu(), r, nv.cpu(), 3, 1e-4)
 
 
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", [(1, 4, 37, 50), (2, 1, 1, 50), (37, 50)], ids=str)
+def test_sdpa_mask_gradient_on_cuda(shape, dtype, gen):
+    """flashattn.scaled_dot_product_attention on CUDA with a float mask that requires grad: every
+    gradient (the mask's summed over its broadcast dimensions) by the rule against PyTorch's SDPA
+    in fp32 on the CPU, the naive baseline PyTorch's SDPA in the inputs' dtype on the GPU."""
+    q = rnd(gen, 2, 4, 37, 64, dtype=dtype)
+    k, v = (rnd(gen, 2, 2, 50, 64, dtype=dtype) for _ in range(2))
+    mask = rnd(gen, *shape, dtype=dtype)
+    dout = rnd(gen, 2, 4, 37, 64, dtype=dtype)
+    leaves = [t.cuda().requires_grad_() for t in (q, k, v, mask)]
+    out = flashattn.scaled_dot_product_attention(*leaves[:3], attn_mask=leaves[3],
+                                                 enable_gqa=True)
+    got = torch.autograd.grad(out, leaves, dout.cuda())
+    assert got[3].shape == mask.shape and got[3].dtype == dtype
+    refs = {}
+    for compute, device in ((torch.float32, "cpu"), (dtype, "cuda")):
+        ls = [t.detach().to(device).to(compute).requires_grad_() for t in (q, k, v, mask)]
+        o = torch_sdpa(*ls[:3], ls[3], enable_gqa=True, compute=compute)
+        refs[compute] = (o, torch.autograd.grad(o, ls, dout.to(device).to(compute)))
+    (ref_out, ref_grads), (naive_out, naive_grads) = refs[torch.float32], refs[dtype]
+    check_rule("out", out.cpu(), ref_out, naive_out.cpu(), 2, 1e-5)
+    for name, g, r, nv in zip(("dq", "dk", "dv", "dmask"), got, ref_grads, naive_grads):
+        check_rule(name, g.cpu(), r, nv.cpu(), 3, 1e-4)
+
+
 def test_varlen_attn_bias_indexed_per_sequence(gen):
     # Two packed sequences (9 and 14 queries, 12 and 20 keys); the bias is (batch, heads,
     # max_seqlen_q + 1, max_seqlen_k): sequence i reads bias[i, :, :len_q, :len_k].
