@@ -17,6 +17,9 @@
 #                                      (launch: four builds and the bench, over 9 minutes at
 #                                      05243cc: the device call's limit cut its d 256 cells; run
 #                                      `FA_AB_BASE_LIB=... ` or fewer variants where time is short.)
+#   scripts/gpu-sm90.sh bwd OUTDIR     the backward (Tuning::sm90_bwd on in this build): its
+#                                      tests, racecheck / memcheck, the deterministic mode's cost
+#                                      and the A/B against overlap off and cuda-sm80.
 # Environment: FA_GTEST_SOURCE_DIR (default .deps/googletest: carry .deps/googletest; the bench
 # step builds the tools too, so carry .deps/CLI11, .deps/fmt and .deps/nlohmann_json for it),
 # FA_COMMIT.
@@ -85,5 +88,40 @@ case $mode in
     FA_AB_HEAD_DIMS="$dims" FA_AB_BENCH_ARGS="--dims $bench_dims" bench/ab.sh cmake "$out" \
       "${variants[@]}"
     ;;
-  *) echo "usage: scripts/gpu-sm90.sh test OUTDIR | bench OUTDIR [launch|schedules]" >&2; exit 2 ;;
+  bwd)
+    # The Hopper backward (issue 28): built with Tuning::sm90_bwd on by default (the knob's
+    # shipped default is off), its grid, the deterministic mode's cases (20 reruns bit for bit)
+    # and the fallback assertions, racecheck and memcheck on a few cases; then the same-run A/B
+    # (bf16, d 64 / 128, s 1k / 4k / 16k, full and causal, cuDNN beside): the overlapped
+    # schedule against overlap off and against cuda-sm80 (the default backward), and the
+    # deterministic mode against the default one.
+    export FA_GTEST_SOURCE_DIR=${FA_GTEST_SOURCE_DIR:-$PWD/.deps/googletest}
+    t0=$(date +%s)
+    cmake -S . -B build-sm90bwd -DCMAKE_BUILD_TYPE=Release -DFA_ARCHS=90a -DFA_HEAD_DIMS="64;128" \
+      -DFA_TUNING_SM90_BWD=1 -DFA_CUDA_RESOURCE_USAGE=ON -DFA_BUILD_TESTS=ON -DFA_BUILD_TOOLS=OFF \
+      -DFA_GTEST_SOURCE_DIR="$FA_GTEST_SOURCE_DIR" > "$out/build.log" 2>&1 &&
+      cmake --build build-sm90bwd -j "$(nproc)" --target flashattn fa_tests >> "$out/build.log" 2>&1
+    rc=$?
+    echo "build: rc=$rc in $(( $(date +%s) - t0 ))s"
+    [ $rc -ne 0 ] && { grep -E "error" "$out/build.log" | head -20; exit 1; }
+    echo "wgmma serialized (C7515 / C7520) in $(grep -cE 'C7515|C7520' "$out/build.log") kernels"
+    tests=./build-sm90bwd/tests/fa_tests
+    timeout 150 $tests --gtest_filter='Grid/GpuSm90Bwd*:GpuSm90BwdFallback*:Sm90Bwd*' > "$out/tests.log" 2>&1
+    echo "tests: rc=$? $(grep -cE '^\[ +OK' "$out/tests.log") ok, $(grep -cE '^\[  FAILED' "$out/tests.log") failed lines"
+    grep -E "^\[  FAILED" "$out/tests.log" | sort -u | head -20
+    small='Grid/GpuSm90BwdDet.*/1_*:Grid/GpuSm90BwdDet.*/4_*:Grid/GpuSm90Bwd.*s113x203_d128*causal*'
+    for tool in racecheck memcheck; do
+      timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $tests --gtest_filter="$small" \
+        > "$out/$tool.log" 2>&1
+      echo "$tool: rc=$? $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool.log" | tr '\n' ' ')"
+    done
+    python3 bench/gpu_bench.py --op bwd --lib build-sm90bwd/libflashattn.so --backends flashattn,flashattn-det \
+      --dtypes bf16 --seqlens 4096,16384 --dims 64,128 --rounds 2 --json "$out/det.json" \
+      --commit "${FA_COMMIT:-unknown}" > "$out/det.txt" 2> "$out/det.log"
+    echo "deterministic vs default: rc=$?"; grep -vE "^\s*$" "$out/det.txt" | tail -10
+    FA_AB_BASE_LIB=$PWD/build-sm90bwd/libflashattn.so FA_AB_HEAD_DIMS="64;128" \
+      FA_AB_BENCH_ARGS="--op bwd --no-det --dims 64,128 --backends flashattn,torch-cudnn" \
+      bench/ab.sh cmake "$out/ab" ovl0="-DFA_TUNING_SM90_BWD=1 -DFA_TUNING_SM90_BWD_OVERLAP=0" sm80="" 
+    ;;
+  *) echo "usage: scripts/gpu-sm90.sh test OUTDIR | bench OUTDIR [launch|schedules|d64] | bwd OUTDIR" >&2; exit 2 ;;
 esac
