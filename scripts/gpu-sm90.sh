@@ -17,9 +17,10 @@
 #                                      (launch: four builds and the bench, over 9 minutes at
 #                                      05243cc: the device call's limit cut its d 256 cells; run
 #                                      `FA_AB_BASE_LIB=... ` or fewer variants where time is short.)
-#   scripts/gpu-sm90.sh bwd OUTDIR     the backward (Tuning::sm90_bwd on in this build): its
+#   scripts/gpu-sm90.sh bwd OUTDIR     the backward (Tuning::sm90_bwd on in these builds): its
 #                                      tests, racecheck / memcheck, the deterministic mode's cost
-#                                      and the A/B against overlap off and cuda-sm80.
+#                                      and the A/B against 128 queries a step at d 64, overlap
+#                                      off and cuda-sm80 (about 8 minutes).
 # Environment: FA_GTEST_SOURCE_DIR (default .deps/googletest: carry .deps/googletest; the bench
 # step builds the tools too, so carry .deps/CLI11, .deps/fmt and .deps/nlohmann_json for it),
 # FA_COMMIT.
@@ -89,39 +90,55 @@ case $mode in
       "${variants[@]}"
     ;;
   bwd)
-    # The Hopper backward (issue 28): built with Tuning::sm90_bwd on by default (the knob's
-    # shipped default is off), its grid, the deterministic mode's cases (20 reruns bit for bit)
-    # and the fallback assertions, racecheck and memcheck on a few cases; then the same-run A/B
-    # (bf16, d 64 / 128, s 1k / 4k / 16k, full and causal, cuDNN beside): the overlapped
-    # schedule against overlap off and against cuda-sm80 (the default backward), and the
-    # deterministic mode against the default one.
+    # The Hopper backward (issue 28), four builds at once with Tuning::sm90_bwd on (the knob's
+    # shipped default is off): the defaults (overlapped schedule) and 128 queries a step at
+    # d 64, both with the tests; overlap off; and the default library (cuda-sm80's backward).
+    # Then the grid with the deterministic cases (20 reruns bit for bit) and the fallbacks on the
+    # first, the d 64 grid on the second, racecheck and memcheck on three cases, the
+    # deterministic mode against the default one, and the same-run A/B of the four (bf16, d 64 /
+    # 128, s 1k / 4k / 16k, full and causal, cuDNN beside).
     export FA_GTEST_SOURCE_DIR=${FA_GTEST_SOURCE_DIR:-$PWD/.deps/googletest}
     t0=$(date +%s)
-    cmake -S . -B build-sm90bwd -DCMAKE_BUILD_TYPE=Release -DFA_ARCHS=90a -DFA_HEAD_DIMS="64;128" \
-      -DFA_TUNING_SM90_BWD=1 -DFA_CUDA_RESOURCE_USAGE=ON -DFA_BUILD_TESTS=ON -DFA_BUILD_TOOLS=OFF \
-      -DFA_GTEST_SOURCE_DIR="$FA_GTEST_SOURCE_DIR" > "$out/build.log" 2>&1 &&
-      cmake --build build-sm90bwd -j "$(nproc)" --target flashattn fa_tests >> "$out/build.log" 2>&1
-    rc=$?
-    echo "build: rc=$rc in $(( $(date +%s) - t0 ))s"
-    [ $rc -ne 0 ] && { grep -E "error" "$out/build.log" | head -20; exit 1; }
-    echo "wgmma serialized (C7515 / C7520) in $(grep -cE 'C7515|C7520' "$out/build.log") kernels"
-    tests=./build-sm90bwd/tests/fa_tests
+    bld() {  # NAME JOBS TESTS(0/1) CMAKE-ARGS...: build-sm90bwd-NAME
+      local n=$1 j=$2 t=$3; shift 3
+      local tg=(--target flashattn) ta=(-DFA_BUILD_TESTS=OFF)
+      [ "$t" = 1 ] && tg+=(fa_tests) ta=(-DFA_BUILD_TESTS=ON "-DFA_GTEST_SOURCE_DIR=$FA_GTEST_SOURCE_DIR")
+      cmake -S . -B "build-sm90bwd-$n" -DCMAKE_BUILD_TYPE=Release -DFA_ARCHS=90a -DFA_HEAD_DIMS="64;128" \
+        -DFA_CUDA_RESOURCE_USAGE=ON -DFA_BUILD_TOOLS=OFF "${ta[@]}" "$@" > "$out/build-$n.log" 2>&1 &&
+        cmake --build "build-sm90bwd-$n" -j "$j" "${tg[@]}" >> "$out/build-$n.log" 2>&1
+      echo "build $n: rc=$?"
+    }
+    bld base 6 1 -DFA_TUNING_SM90_BWD=1 &
+    bld m128 6 1 -DFA_TUNING_SM90_BWD=1 -DFA_TUNING_SM90_BWD_D64_BLOCK_M=128 &
+    bld ovl0 2 0 -DFA_TUNING_SM90_BWD=1 -DFA_TUNING_SM90_BWD_OVERLAP=0 &
+    bld sm80 2 0 &
+    wait
+    echo "builds: $(( $(date +%s) - t0 ))s; wgmma serialized (C7512 / C7515 / C7520): $(cat "$out"/build-*.log | grep -cE 'C7512|C7515|C7520')"
+    tests=./build-sm90bwd-base/tests/fa_tests
+    count() { echo "$(grep -cE '^\[ +OK' "$1") ok, $(grep -cE '^\[  FAILED' "$1") failed lines"; }
     timeout 150 $tests --gtest_filter='Grid/GpuSm90Bwd*:GpuSm90BwdFallback*:Sm90Bwd*' > "$out/tests.log" 2>&1
-    echo "tests: rc=$? $(grep -cE '^\[ +OK' "$out/tests.log") ok, $(grep -cE '^\[  FAILED' "$out/tests.log") failed lines"
+    echo "tests: rc=$? $(count "$out/tests.log")"
     grep -E "^\[  FAILED" "$out/tests.log" | sort -u | head -20
+    timeout 100 ./build-sm90bwd-m128/tests/fa_tests --gtest_filter='Grid/GpuSm90Bwd*d64*:Grid/GpuSm90Bwd*d60*' \
+      > "$out/tests-m128.log" 2>&1
+    echo "tests, 128 queries a step at d 64: rc=$? $(count "$out/tests-m128.log")"
+    grep -E "^\[  FAILED" "$out/tests-m128.log" | sort -u | head -10
     small='Grid/GpuSm90BwdDet.*/1_*:Grid/GpuSm90BwdDet.*/4_*:Grid/GpuSm90Bwd.*s113x203_d128*causal*'
     for tool in racecheck memcheck; do
       timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $tests --gtest_filter="$small" \
         > "$out/$tool.log" 2>&1
       echo "$tool: rc=$? $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$tool.log" | tr '\n' ' ')"
     done
-    python3 bench/gpu_bench.py --op bwd --lib build-sm90bwd/libflashattn.so --backends flashattn,flashattn-det \
+    lib() { echo "build-sm90bwd-$1/libflashattn.so"; }
+    python3 bench/gpu_bench.py --op bwd --lib "$(lib base)" --backends flashattn,flashattn-det \
       --dtypes bf16 --seqlens 4096,16384 --dims 64,128 --rounds 2 --json "$out/det.json" \
       --commit "${FA_COMMIT:-unknown}" > "$out/det.txt" 2> "$out/det.log"
     echo "deterministic vs default: rc=$?"; grep -vE "^\s*$" "$out/det.txt" | tail -10
-    FA_AB_BASE_LIB=$PWD/build-sm90bwd/libflashattn.so FA_AB_HEAD_DIMS="64;128" \
-      FA_AB_BENCH_ARGS="--op bwd --no-det --dims 64,128 --backends flashattn,torch-cudnn" \
-      bench/ab.sh cmake "$out/ab" ovl0="-DFA_TUNING_SM90_BWD=1 -DFA_TUNING_SM90_BWD_OVERLAP=0" sm80="" 
+    python3 bench/gpu_bench.py --op bwd --no-det --lib "$(lib base)" --lib-variant m128="$(lib m128)" \
+      --lib-variant ovl0="$(lib ovl0)" --lib-variant sm80="$(lib sm80)" --backends flashattn,torch-cudnn \
+      --dtypes bf16 --seqlens 1024,4096,16384 --dims 64,128 --rounds 2 --json "$out/ab.json" \
+      --commit "${FA_COMMIT:-unknown}" > "$out/ab.txt" 2> "$out/ab.log"
+    echo "A/B: rc=$? ($(( $(date +%s) - t0 ))s in all)"; grep -vE "^\s*$" "$out/ab.txt" | tail -16
     ;;
   *) echo "usage: scripts/gpu-sm90.sh test OUTDIR | bench OUTDIR [launch|schedules|d64] | bwd OUTDIR" >&2; exit 2 ;;
 esac

@@ -99,10 +99,6 @@ struct BwdTraits {
   static constexpr bool kTransform = kTransform_;
   // Dropout (core/philox.h's keep-mask, the forward's): kernels of their own, as kTransform.
   static constexpr bool kDropout = kDropout_;
-  // The overlapped schedule within a consumer (FA_TUNING_SM90_BWD_OVERLAP): P while dPᵀ runs,
-  // dS while dV runs. Not with a logit transform (its dS needs softcap's derivative of the
-  // logit, which P's pass would have to keep: 32 registers more where 20 bytes spill already).
-  static constexpr bool kOverlap = FA_TUNING_SM90_BWD_OVERLAP != 0 && !kTransform;
   static_assert(kHeadDim == 64 || kHeadDim == 128, "first version: head dims 64 and 128");
   static constexpr int kConsumers = 2;    // consumer warpgroups
   static constexpr int kWgThreads = 128;  // a warpgroup: four warps
@@ -111,9 +107,19 @@ struct BwdTraits {
   // Keys a block: two consumers' 64. dK + dV then hold d fp32 registers a thread (128 at d 128),
   // Sᵀ + dPᵀ 64 more, within the consumers' 240.
   static constexpr int kBlockN = kWgKeys * kConsumers;
-  // Queries a step: the N of Sᵀ / dPᵀ (32 fp32 registers each), the K of dV / dK, the M of dQ
-  // (one wgmma m64); FlashAttention-3's choice at d 128 too.
-  static constexpr int kBlockM = 64;
+  // Queries a step: the N of Sᵀ / dPᵀ (kBlockM / 2 fp32 registers each), the K of dV / dK, the
+  // M of dQ (one wgmma m64 a 64-row block); FlashAttention-3's choice at d 128 too. At d 64
+  // FA_TUNING_SM90_BWD_D64_BLOCK_M (64 or 128) for the plain kernels (dropout's keep bits are 32
+  // a thread: 64 queries).
+  static constexpr int kBlockM =
+      kHeadDim == 64 && !kTransform && !kDropout ? FA_TUNING_SM90_BWD_D64_BLOCK_M : 64;
+  static_assert(kBlockM == 64 || kBlockM == 128, "64 or 128 queries a step");
+  // The overlapped schedule within a consumer (FA_TUNING_SM90_BWD_OVERLAP): P while dPᵀ runs,
+  // dS while dV runs. Not with a logit transform (its dS needs softcap's derivative of the
+  // logit, which P's pass would have to keep: 32 registers more where 20 bytes spill already),
+  // nor with 128 queries a step (Sᵀ, dPᵀ and Pᵀ live beside dV and dK: ptxas serialized the
+  // wgmmas for want of registers, C7512).
+  static constexpr bool kOverlap = FA_TUNING_SM90_BWD_OVERLAP != 0 && !kTransform && kBlockM == 64;
   // Stages of the Q / dO ring: two let step s + 1's copies land under step s (a third fits at
   // d 128, 193 KB; not measured).
   static constexpr int kStages = 2;
@@ -136,16 +142,22 @@ struct BwdTraits {
   static constexpr int kDqCols = 64;
   static constexpr int kDqBlocks = kHeadDim / kDqCols;
   static_assert(kDqBlocks == 1 || kDqBlocks == 2, "one or two dQ column blocks");
-  static constexpr int kDqKeys = kDqBlocks == 2 ? kBlockN : kWgKeys;  // the K of a dQ product
+  // dQ's 64-row blocks: with 128 queries a step (d 64) consumer c takes row block c over all
+  // 128 keys, so that no two consumers add the same block.
+  static constexpr int kDqRowBlocks = kBlockM / 64;
+  static_assert(kDqBlocks * kDqRowBlocks <= kConsumers, "a dQ block a consumer at most");
+  static constexpr bool kDqShared = kDqBlocks * kDqRowBlocks == 1;  // both consumers add it
+  static constexpr int kDqKeys = kDqShared ? kWgKeys : kBlockN;  // the K of a dQ product
   // The accumulator's tile order (kBlockM rows x kHeadDim columns a tile): warp w of the
   // consumer taking column block blk adds the pairs of "warp" 4 blk + w (rows 16 w .. 16 w + 15).
-  using DqLayout = sm80::DqTileLayout<16, kDqCols, 4>;
-  static_assert(4 * 16 == kBlockM, "the dQ layout's four warps cover the step's rows");
+  // (128 queries a step: "warp" 4 rblk + w, rows 64 rblk + 16 w .. + 15, of row block rblk.)
+  using DqLayout = sm80::DqTileLayout<16, kDqCols, kBlockM / 16>;
+  static_assert(kBlockM % 64 == 0, "the dQ layout's warps cover the step's rows");
   // dQ through one bulk reduction a consumer and step (FA_TUNING_SM90_BWD_DQ_BULK): its block
   // of kBlockM x kDqCols fp32 is 16 KB of the accumulator, contiguous in the tile order (the
   // pairs of "warps" 4 blk .. 4 blk + 3), staged in shared memory in that order.
   static constexpr bool kDqBulk = FA_TUNING_SM90_BWD_DQ_BULK != 0;
-  static constexpr int kDqStageBytes = kBlockM * kDqCols * 4;
+  static constexpr int kDqStageBytes = 64 * kDqCols * 4;
   static_assert(kDqStageBytes == 4 * DqLayout::kReds * 32 * 2 * 4,
                 "a consumer's dQ block: four warps' pairs of the tile order, back to back");
   // Shared memory: K, V, kStages Q, kStages dO, two dS buffers, kStages x (LSE, D) rows of
@@ -542,8 +554,10 @@ __global__ void __launch_bounds__(T::kThreads, 1)
 
     // dV += Pᵀ · dO, dK += dSᵀ · Q (dO, Q MN-major: the step's queries are K), and this
     // consumer's dQ block = dS · K (dS K-major, K MN-major) over keys dq_key0 .. + kDqKeys - 1.
-    const int dq_blk = T::kDqBlocks == 2 ? (c + i) & 1 : 0;
-    const int dq_key0 = T::kDqBlocks == 2 ? 0 : T::kWgKeys * c;
+    const int dq_blk = T::kDqBlocks == 2 ? (c + i) & 1 : 0;  // column block
+    const int dq_rblk = T::kDqRowBlocks == 2 ? c : 0;         // row block
+    const int dq_key0 = T::kDqShared ? T::kWgKeys * c : 0;
+    const int dq_warp0 = 4 * (dq_blk + dq_rblk);  // its first "warp" in the tile order
     const uint32_t sDs = base + uint32_t(T::kDsOffset + buf * T::kDsBytes);
     float dq[T::kDqCols / 2];
     wgmma_fence();
@@ -559,7 +573,8 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       const uint32_t sKb = sK + uint32_t(dq_blk * kN) * kSw128RowBytes;
 #pragma unroll
       for (int kk = 0; kk < T::kDqKeys / 16; ++kk)
-        wgmma_ss<Tag, T::kDqCols, 0, 1>(dq, kmajor_sw128_desc(sDs, kM, dq_key0 + 16 * kk),
+        wgmma_ss<Tag, T::kDqCols, 0, 1>(dq, kmajor_sw128_desc(sDs + uint32_t(64 * dq_rblk) * kSw128RowBytes,
+                                                              kM, dq_key0 + 16 * kk),
                                         mnmajor_sw128_desc(sKb, kN, dq_key0 + 16 * kk), kk > 0);
     }
     wgmma_commit();
@@ -581,7 +596,7 @@ __global__ void __launch_bounds__(T::kThreads, 1)
       if constexpr (T::kDqBulk) {
         // This consumer's block in the tile order, pairs of "warp" w at pair_offset(w, ...):
         // each warp's store covers 256 contiguous bytes (no bank conflict), then one thread adds
-        // the 16 KB at the block's place in the tile (pair_offset(4 dq_blk, 0, 0)).
+        // the 16 KB at the block's place in the tile (pair_offset(dq_warp0, 0, 0)).
         float* const stage =
             reinterpret_cast<float*>(smem + T::kDqStageOffset + c * T::kDqStageBytes);
 #pragma unroll
@@ -609,15 +624,15 @@ __global__ void __launch_bounds__(T::kThreads, 1)
         if (dq_issuer) {
           if (deterministic) {
             int* sem = ws.sem + (int64_t(hq) * p.batch + b) * ws.m_blocks + mb;
-            dq_wait_turn(sem, T::kConsumers * later + (T::kDqBlocks == 1 ? c : 0));
+            dq_wait_turn(sem, T::kConsumers * later + (T::kDqShared ? c : 0));
             pending_sem = sem;
           }
-          bulk_reduce_add_f32(acc + DqL::pair_offset(4 * dq_blk, 0, 0),
+          bulk_reduce_add_f32(acc + DqL::pair_offset(dq_warp0, 0, 0),
                               smem_addr(stage), uint32_t(T::kDqStageBytes));
           tma_store_commit();
         }
       } else {
-        const int wq = 4 * dq_blk + warp;
+        const int wq = dq_warp0 + warp;
 #pragma unroll
         for (int j = 0; j < DqL::kReds; ++j) {
           const int nt = DqL::nt(j), r = DqL::half(j);
