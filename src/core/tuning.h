@@ -60,11 +60,6 @@
 #ifndef FA_TUNING_SM90_BWD_DQ_BULK
 #define FA_TUNING_SM90_BWD_DQ_BULK 1
 #endif
-// The sm90 backward's products within a consumer (compile-time; kernels without softcap or ALiBi):
-// 1 Sᵀ and dPᵀ are committed as two groups, P is formed as soon as Sᵀ has landed (dPᵀ still in
-// flight), dV += Pᵀ·dO is issued before dS is formed (under it), and the dropout keep-mask is
-// drawn while Sᵀ and dPᵀ run; 0 (the ablation) waits for both products, then forms P and dS in
-// one pass and issues dV, dK and dQ together (sm90/bwd_kernel.cuh).
 // Queries a step of the sm90 backward at d 64 (compile-time; kernels without dropout, softcap or
 // ALiBi): 64, or 128 for the ablation (FlashAttention-3's d 64 tile: Sᵀ and dPᵀ 64 x 128 a
 // consumer, half the steps' fixed costs per query, and dQ's two 64-row blocks one a consumer
@@ -72,6 +67,11 @@
 #ifndef FA_TUNING_SM90_BWD_D64_BLOCK_M
 #define FA_TUNING_SM90_BWD_D64_BLOCK_M 64
 #endif
+// The sm90 backward's products within a consumer (compile-time; kernels without softcap or ALiBi):
+// 1 Sᵀ and dPᵀ are committed as two groups, P is formed as soon as Sᵀ has landed (dPᵀ still in
+// flight), dV += Pᵀ·dO is issued before dS is formed (under it), and the dropout keep-mask is
+// drawn while Sᵀ and dPᵀ run; 0 (the ablation) waits for both products, then forms P and dS in
+// one pass and issues dV, dK and dQ together (sm90/bwd_kernel.cuh).
 #ifndef FA_TUNING_SM90_BWD_OVERLAP
 #define FA_TUNING_SM90_BWD_OVERLAP 1
 #endif
