@@ -109,7 +109,7 @@ bool sm80_applies(const Params&, Pass, const Context& ctx) { return !ctx.tuning.
 using KvCacheRow = CudaRow<CudaFamily::KvCache>;  // forward only
 using Sm90Row = CudaRow<CudaFamily::Sm90>;     // Hopper: forward, backward (Tuning::sm90_bwd)
 using Sm80Row = CudaRow<CudaFamily::Sm80>;     // FlashAttention-2: Ampere, Ada, Hopper
-using Sm75Row = CudaRow<CudaFamily::Sm75>;     // Turing, fp16, forward
+using Sm75Row = CudaRow<CudaFamily::Sm75>;     // Turing, fp16: forward, backward (d <= 128)
 using VanillaRow = CudaRow<CudaFamily::Vanilla>;  // cuBLAS + softmax kernel, S / P in the workspace
 #endif
 

@@ -19,6 +19,8 @@ namespace {
 // the instantiation files and this dispatch prune together.
 constexpr int kBuiltHeadDims[] = {FA_SM80_FWD_DIMS};
 
+}  // namespace
+
 void check_view_alignment(const View& v, const char* name) {
   // cp.async moves 16-byte chunks: the base and every row must start on a 16-byte boundary
   // (strides in multiples of 8 elements of 16 bits, 16 of fp8).
@@ -30,6 +32,8 @@ void check_view_alignment(const View& v, const char* name) {
       fail(FA_ERROR_ALIGNMENT, name, " stride ", s, " (elements) must be a multiple of ", chunk,
            " for the CUDA kernels");
 }
+
+namespace {
 
 template <typename Tag>
 void run_fwd_tag(const Params& p, cudaStream_t s) {  // the forward's choices need no Context

@@ -27,6 +27,8 @@ void check_forward(const Params& p, const Context& ctx, bool fp8_ok = false);
 // check_forward's parts that hold for every tiled family whatever the device: backend=REFERENCE
 // refused (check_cuda_backend); dtype, head_dim, sizes and 16-byte alignment (check_forward_args).
 void check_cuda_backend(const Params& p);
+// A view's base and strides on 16-byte boundaries (the kernels' 16-byte copies); `name` names it.
+void check_view_alignment(const View& v, const char* name);
 void check_forward_args(const Params& p, bool fp8_ok = false);
 void forward(const Params& p, const Context& ctx, void* stream);
 

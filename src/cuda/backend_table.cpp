@@ -9,6 +9,7 @@
 #include "core/cuda_backend.h"
 #include "core/error.h"
 #include "cuda/backend.h"
+#include "cuda/bwd_sm75.h"
 #include "cuda/bwd_sm90.h"
 #include "cuda/fwd_sm75.h"
 #include "cuda/fwd_sm90.h"
@@ -121,8 +122,7 @@ void check_family(CudaFamily f, const Params& p, bool backward, const Context& c
       // FA_ERROR_BACKEND for a backward in a build without backward kernels
       return backward ? check_backward(p, ctx) : check_forward(p, ctx);
     case CudaFamily::Sm75:
-      if (backward) fail(FA_ERROR_UNSUPPORTED, "cuda-sm75: forward only (no Turing backward yet)");
-      return check_sm75_forward(p, ctx);
+      return backward ? check_sm75_backward(p, ctx) : check_sm75_forward(p, ctx);
     case CudaFamily::Vanilla: return vanilla::check(p, ctx);
   }
   fail(FA_ERROR_INTERNAL, "unknown CUDA family ", int(f));
@@ -137,7 +137,7 @@ size_t workspace_family(CudaFamily f, const Params& p, bool backward, const Cont
 #endif
       return backward ? 0 : sm90_forward_workspace(p, ctx);
     case CudaFamily::Sm80: return backward ? backward_workspace(p, ctx) : 0;
-    case CudaFamily::Sm75: return 0;  // forward only, no workspace
+    case CudaFamily::Sm75: return backward ? sm75_backward_workspace(p, ctx) : 0;
     case CudaFamily::Vanilla:
       return backward ? vanilla::backward_workspace(p) : vanilla::forward_workspace(p);
   }
@@ -160,7 +160,7 @@ void run_family(CudaFamily f, const Params& p, bool backward, const Context& ctx
     case CudaFamily::Sm80:
       return backward ? cuda::backward(p, ctx, ws, bytes, stream) : forward(p, ctx, stream);
     case CudaFamily::Sm75:
-      if (backward) fail(FA_ERROR_UNSUPPORTED, "cuda-sm75: forward only");  // (check refuses first)
+      if (backward) return sm75_backward(p, ctx, ws, bytes, stream);
       return sm75_forward(p, ctx, stream);
     case CudaFamily::Vanilla:
       return backward ? vanilla::backward(p, ws, bytes, stream)
