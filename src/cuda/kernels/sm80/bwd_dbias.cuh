@@ -100,7 +100,14 @@ struct StepBias<true> {
       default: break;
     }
   }
-  // A partial sum (over keys, queries or both) added at query qc, key kr (0 on summed axes).
+  // One dBias element stored in dBias's dtype E (no axis summed), inside the sequence only.
+  template <typename E>
+  __device__ __forceinline__ void store(int qc, int kr, float v) const {
+    if (qc >= rows || kr >= keys) return;
+    reinterpret_cast<E*>(out)[qc * out_q + kr * out_k] = convert<E>(v);
+  }
+  // A partial sum (over keys, queries or both), or an element summed over batch or heads, added
+  // at query qc, key kr (0 on summed axes).
   __device__ __forceinline__ void add(int qc, int kr, float v) const {
     if (qc >= rows || kr >= keys) return;
     atomicAdd(reinterpret_cast<float*>(out) + (qc * out_q + kr * out_k), v);

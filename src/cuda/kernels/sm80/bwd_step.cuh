@@ -361,19 +361,45 @@ __device__ __forceinline__ void step_dbias(const BwdWarpTiles<T>& w,
                                            const typename BwdWarpTiles<T>::SAcc& dpt,
                                            const StepBias<true>& sb, const Logit<float>& logit) {
   if (sb.op == DbiasOp::kNone || dbias_in_pass(sb, logit)) return;
-  StepDbias<T::kSKeys / 16, T::kSQueries / 8> db;
-  db.clear();
+  // f(mt, nt, e, query, key, dBias) over the warp's elements; one loop per kind of write, each
+  // with its write decided outside it.
+  auto each = [&](auto f) {
 #pragma unroll
-  for (int nt = 0; nt < T::kSQueries / 8; ++nt)
+    for (int nt = 0; nt < T::kSQueries / 8; ++nt)
 #pragma unroll
-    for (int mt = 0; mt < T::kSKeys / 16; ++mt)
+      for (int mt = 0; mt < T::kSKeys / 16; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int kr = w.s_key0 + 16 * mt + w.g + 8 * (e / 2);
-        const int qc = w.s_query0 + 8 * nt + 2 * w.t + (e & 1);
-        db.take(sb, mt, nt, e, qc, kr, dpt[mt][nt][e] * sb.inv_scale);
-      }
-  if (sb.sum_q || sb.sum_k) db.flush(sb, w.s_key0, w.s_query0, w.g, w.t);
+        for (int e = 0; e < 4; ++e)
+          f(mt, nt, e, w.s_query0 + 8 * nt + 2 * w.t + (e & 1),
+            w.s_key0 + 16 * mt + w.g + 8 * (e / 2), dpt[mt][nt][e] * sb.inv_scale);
+  };
+  if (sb.sum_q || sb.sum_k) {
+    StepDbias<T::kSKeys / 16, T::kSQueries / 8> db;
+    db.clear();
+    each([&](int mt, int nt, int e, int, int, float v) {
+      if (sb.sum_q)
+        db.k_part[mt][e / 2] += v;
+      else
+        db.q_part[nt][e % 2] += v;
+    });
+    db.flush(sb, w.s_key0, w.s_query0, w.g, w.t);
+    return;
+  }
+  switch (sb.op) {
+    case DbiasOp::kAddF32:
+      each([&](int, int, int, int qc, int kr, float v) { sb.add(qc, kr, v); });
+      break;
+    case DbiasOp::kStoreF32:
+      each([&](int, int, int, int qc, int kr, float v) { sb.store<float>(qc, kr, v); });
+      break;
+    case DbiasOp::kStoreF16:
+      each([&](int, int, int, int qc, int kr, float v) { sb.store<half_t>(qc, kr, v); });
+      break;
+    case DbiasOp::kStoreBF16:
+      each([&](int, int, int, int qc, int kr, float v) { sb.store<bfloat16_t>(qc, kr, v); });
+      break;
+    default: break;
+  }
 }
 
 // Pᵀ and dSᵀ of the warp's tile to shared memory (row = key, column = query), rounded to 16 bits.
