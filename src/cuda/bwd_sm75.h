@@ -10,7 +10,6 @@
 
 #include "core/params.h"
 #include "core/tuning.h"
-#include "cuda/bwd_sm80.h"  // BwdLayout, bwd_layout
 
 namespace fa::cuda {
 
@@ -18,14 +17,11 @@ namespace fa::cuda {
 // (the forward's, then head_dim <= 128, the gradients' alignment, a build with the kernels).
 void check_sm75_backward(const Params& p, const Context& ctx);
 // The sm80 family's layout without a split tail (the dQ accumulator at the kernel's head dim,
-// the semaphores, D, LSE, a packed batch's sanitized cu_seqlens): a function of p alone.
+// the semaphores, D, LSE, a packed batch's sanitized cu_seqlens; kernels/sm75/bwd_workspace.h):
+// a function of p alone.
 size_t sm75_backward_workspace(const Params& p, const Context& ctx);
 void sm75_backward(const Params& p, const Context& ctx, void* workspace, size_t bytes,
                    void* stream);
-
-inline sm80::BwdLayout sm75_bwd_layout(const Params& p, int kernel_d) {
-  return sm80::bwd_layout(p, kernel_d, sm80::bwd_tail_split(0, 0, 0, 0));
-}
 
 namespace sm75 {
 // One per built head dim <= kBwdMaxHeadDim, fp16, each in its generated file (bwd_sm75_*; the

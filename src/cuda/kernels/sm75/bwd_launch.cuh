@@ -13,6 +13,7 @@
 #include "cuda/bwd_sm80.h"
 #include "cuda/device_props.h"
 #include "cuda/kernels/sm75/bwd_kernel.cuh"
+#include "cuda/kernels/sm75/bwd_workspace.h"
 #include "cuda/kernels/sm80/bwd_prepost.cuh"
 #include "cuda/kernels/varlen/sanitize.h"
 
@@ -39,7 +40,8 @@ void launch_bwd_kernel(const Params& p, const BwdWorkspace& ws, cudaStream_t str
 template <int kHeadDim>
 void run_bwd(const Params& caller, void* workspace, cudaStream_t stream) {
   using T = BwdTraits<kHeadDim, false>;
-  const sm80::BwdLayout layout = sm75_bwd_layout(caller, kHeadDim);
+  static_assert(T::kBlockM == sm80::kBwdBlockM, "the workspace's query tiles are the step's");
+  const sm80::BwdLayout layout = bwd_layout(caller, kHeadDim);
   // A packed batch's kernels index by safe copies of its cu_seqlens (seq_unclamped), made first
   // on the stream at the workspace's end, as in the sm80 family.
   Params p = caller;

@@ -6,7 +6,6 @@
 // Host-testable (tests/test_sm75_plan.cpp): nothing here needs a device compiler.
 #pragma once
 
-#include "cuda/bwd_sm80.h"  // kBwdBlockM (the semaphores' and the accumulator's query tiles)
 #include "cuda/kernels/sm75/fwd_traits.h"  // kSmemPerBlock, Fp16K8Tag
 #include "cuda/kernels/sm80/dq_layout.h"
 #include "cuda/tile/swizzle.h"
@@ -15,7 +14,7 @@ namespace fa::cuda::sm75 {
 
 // The largest head dim the backward serves: above 128 one block's K, V, Q, dO, Pᵀ and dSᵀ tiles
 // pass 64 KB at every tile size whose warp tiles stay whole (d 160: 32 keys x 64 queries need
-// 2 x 10 + 2 x 20 + 8 = 68 KB). Those calls are refused by name (bwd_sm75.cpp).
+// 2 x 10 + 2 x 20 + 8 = 68 KB). Those calls are refused by name (bwd_sm75.cu).
 constexpr int kBwdMaxHeadDim = 128;
 
 template <int kHeadDim_, bool kDropout_ = false>
@@ -32,9 +31,9 @@ struct BwdTraits {
   // registers, and the tiles below are too small to give eight warps whole fragments each.
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
-  // Queries a step: 64, the sm80 family's step (the deterministic semaphores and the dQ
-  // accumulator are counted in kBwdBlockM tiles).
-  static constexpr int kBlockM = sm80::kBwdBlockM;
+  // Queries a step: 64, the sm80 family's step (sm80::kBwdBlockM: the workspace counts the
+  // deterministic semaphores in such tiles; bwd_launch.cuh asserts the two equal).
+  static constexpr int kBlockM = 64;
   // Keys a block: 64 up to d = 64 (K, V, Q, dO 8 KB each, Pᵀ and dSᵀ 8 KB each: 48.5 KB);
   // 32 at d = 96 / 128, where 64 keys would need 80.5 KB (K, V, Q, dO 16 KB each).
   static constexpr int kBlockN = kHeadDim <= 64 ? 64 : 32;

@@ -1,7 +1,7 @@
 // Host side of the cuda-sm75 backward: what it serves, its workspace, and the head-dim dispatch
 // to the generated instantiations (bwd_sm75_*.cu, built where FA_ARCHS has a 75 entry and the
 // backward is built). Built in every CUDA build, so that the family refuses by name where its
-// kernels are not.
+// kernels are not; host code only, a .cu for the device headers cuda/bwd_sm80.h brings in.
 #include <cuda_runtime.h>
 
 #include "core/error.h"
@@ -11,6 +11,7 @@
 #include "cuda/fwd_sm75.h"
 #include "cuda/head_dim_dispatch.h"
 #include "cuda/kernels/sm75/bwd_traits.h"
+#include "cuda/kernels/sm75/bwd_workspace.h"
 #include "fa_build_config.h"  // generated: FA_SM75_BWD_DIMS where the family's backward is built
 
 namespace fa::cuda {
@@ -59,7 +60,7 @@ void check_sm75_backward(const Params& p, const Context& ctx) {
 size_t sm75_backward_workspace(const Params& p, const Context& ctx) {
   (void)ctx;  // no choice here depends on the device
   const int kernel_d = sm75_bwd_kernel_dim(p.head_dim);
-  return kernel_d == 0 ? 0 : sm75_bwd_layout(p, kernel_d).bytes();
+  return kernel_d == 0 ? 0 : sm75::bwd_layout(p, kernel_d).bytes();
 }
 
 void sm75_backward(const Params& p, const Context& ctx, void* workspace, size_t bytes,
