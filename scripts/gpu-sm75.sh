@@ -6,22 +6,26 @@
 #   - the sm75 kernels' registers and spills: their PTX through ptxas for sm_75 (what a Turing
 #     GPU would run) and for this GPU (resources.log; the driver's JIT may differ slightly);
 #   - the cuda-sm75 grid forced through Tuning::sm75 (tests/test_gpu_sm75.cpp): fp16 cases of
-#     the GPU grid, padded head dims, the bf16 / backward refusals, the LSE-less call;
-#   - memcheck, racecheck and synccheck on a few cases (causal packed d 64, dropout d 128, d 40
-#     padded with a window, wide d 256);
-# and prints a summary last. Logs (6 files) in OUTDIR.
+#     the GPU grid, padded head dims, the bf16 / wide-backward refusals, the LSE-less call; the
+#     backward's grid (d <= 128: gradients by the rule) and its deterministic repeats;
+#   - memcheck, racecheck and synccheck on a few cases (forward: causal packed d 64, dropout
+#     d 128, d 40 padded with a window, wide d 256; backward: causal packed d 64, dropout d 128,
+#     d 40 padded with a window);
+# and prints a summary last. Logs (6 files) in OUTDIR. The sm80 backward's kernels are left out
+# (-DFA_CUDA_BACKWARD=OFF: minutes of compile time), the Turing backward's built
+# (-DFA_SM75_BACKWARD=ON).
 #   scripts/gpu-sm75.sh OUTDIR [gtest filter of the grid, default every GpuSm75 test]
 # Environment: FA_GTEST_SOURCE_DIR (default .deps/googletest: carry .deps/googletest).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-sm75.sh OUTDIR [gtest filter]}
-filter=${2:-'Grid/GpuSm75.*:GpuSm75*'}
+filter=${2:-'Grid/GpuSm75.*:Grid/GpuSm75Bwd.*:GpuSm75*'}
 mkdir -p "$out"
 export PATH=/usr/local/cuda/bin:$PATH
 build=build-sm75
 t0=$(date +%s)
 cmake -S . -B $build -DCMAKE_BUILD_TYPE=Release -DFA_ARCHS="90a;75-virtual" \
-  -DFA_CUDA_BACKWARD=OFF -DFA_BUILD_TESTS=ON -DFA_BUILD_TOOLS=OFF \
+  -DFA_CUDA_BACKWARD=OFF -DFA_SM75_BACKWARD=ON -DFA_BUILD_TESTS=ON -DFA_BUILD_TOOLS=OFF \
   -DFA_GTEST_SOURCE_DIR="${FA_GTEST_SOURCE_DIR:-$PWD/.deps/googletest}" > "$out/build.log" 2>&1 &&
   cmake --build $build -j "$(nproc)" --target fa_tests >> "$out/build.log" 2>&1
 rc=$?
@@ -54,6 +58,7 @@ test_rc=$?
 test_line="tests: rc=$test_rc in $(( $(date +%s) - t0 ))s, $(grep -cE '^\[ +OK' "$out/tests.log") ok, $(grep -cE '^\[  SKIPPED' "$out/tests.log") skipped, $(grep -cE '^\[  FAILED' "$out/tests.log") failed lines"
 
 small='Grid/GpuSm75.*s256x512_d64_causal*:Grid/GpuSm75.*_d128_drop*:Grid/GpuSm75.*_d40_win50*:Grid/GpuSm75.*s256x512_d256'
+small+=':Grid/GpuSm75Bwd.*s256x512_d64_causal*:Grid/GpuSm75Bwd.*_d128_drop*:Grid/GpuSm75Bwd.*_d40_win50*'
 san_lines=()
 for tool in memcheck racecheck synccheck; do
   timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 $tests --gtest_filter="$small" \

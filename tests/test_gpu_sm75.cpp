@@ -6,7 +6,10 @@
 // the fp16 cases of the GPU grid (tests/test_gpu.cpp: every head dim, causal, window, softcap,
 // ALiBi, dropout, GQA / MQA, packed batches with empty sequences), head dims below their
 // kernel's and one that is not a multiple of 8 (padded copies), negative scales and one-sided
-// windows. bf16 is refused by name.
+// windows. bf16 is refused by name. The backward likewise (GpuSm75Bwd): the grid's fp16 cases up
+// to d 128, forward and backward both on cuda-sm75, gradients by the rule (3x the naive error +
+// 1e-4), deterministic cases included and repeated bit for bit (GpuSm75Deterministic); d > 128
+// is refused by name.
 // Skipped without a GPU, or in a build without sm75 code (FA_ARCHS has no 75 entry).
 #include <gtest/gtest.h>
 
@@ -95,6 +98,27 @@ void expect_untouched(const DeviceTensor& t, HostTensor& h, const char* what) {
 }
 #endif
 
+// As skip_without_sm75, for the backward: also a build without its kernels (FA_ARCHS has no 75
+// entry, or -DFA_CUDA_BACKWARD=OFF), and head dims above its 128.
+bool skip_without_sm75_bwd(int64_t head_dim, std::string* why) {
+  if (skip_without_sm75(head_dim, why)) return true;
+#ifdef FA_TEST_CUDA
+  if (head_dim > 128) {
+    *why = "cuda-sm75's backward serves head dims up to 128";
+    return true;
+  }
+  Problem pr(short_case(FA_DTYPE_FP16, head_dim));
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  const std::string f = family_of(dev.p, Pass::Backward, sm75_on());
+  if (f == "cuda-sm75") return false;
+  *why = "cuda-sm75 refused a plain fp16 backward: " + f;
+  if (f.find("no sm75 backward kernels") == std::string::npos) ADD_FAILURE() << *why;
+  return true;
+#else
+  return false;
+#endif
+}
+
 class GpuSm75 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GpuSm75, ForwardMatchesReference) {
@@ -113,9 +137,87 @@ TEST_P(GpuSm75, ForwardMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Grid, GpuSm75, ::testing::ValuesIn(sm75_grid()), CaseTestName());
 
+// The backward's grid: sm75_grid's cases up to d 128 (the grid's deterministic and dropout
+// cases among them).
+std::vector<Case> sm75_bwd_grid() {
+  std::vector<Case> cases;
+  for (const Case& c : sm75_grid())
+    if (c.head_dim <= 128) cases.push_back(c);
+  return cases;
+}
+
+class GpuSm75Bwd : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuSm75Bwd, GradientsMatchReference) {
+  std::string why;
+  if (skip_without_sm75_bwd(GetParam().head_dim, &why)) GTEST_SKIP() << why;
+#ifdef FA_TEST_CUDA
+  Problem pr(GetParam());
+  DeviceProblem dev(pr, FA_BACKEND_AUTO);
+  const Tuning t = sm75_on();
+  const std::string f = family_of(dev.p, Pass::Backward, t);
+  // A packed backward on a Turing device is refused (its cu_seqlens sanitizer has no sm_75 code).
+  if (f != "cuda-sm75" && GetParam().lens_q.size() > 0 && fa::cuda_device_props(0).major < 8)
+    GTEST_SKIP() << f;
+  ASSERT_EQ(f, "cuda-sm75");
+  run_pass(dev.p, false, &t);
+  if (HasFatalFailure()) return;
+  run_pass(dev.p, true, &t);  // reads the sm75 forward's out and lse
+  if (HasFatalFailure()) return;
+  expect_device_results(pr, dev, true);
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, GpuSm75Bwd, ::testing::ValuesIn(sm75_bwd_grid()), CaseTestName());
+
+// Deterministic mode: 20 backwards of a causal GQA call (several key tiles add into each dQ
+// tile, in an order the semaphores fix) give bit-identical dq, dk, dv, which pass the rule; at
+// each kernel's key tile (64 keys at d 64, 32 at d 128).
+TEST(GpuSm75Deterministic, RepeatedBackwardsAreBitIdentical) {
+  int ran = 0;
+  for (const int64_t d : {64, 128}) {
+    std::string why;
+    if (skip_without_sm75_bwd(d, &why)) continue;
+#ifdef FA_TEST_CUDA
+    SCOPED_TRACE("d" + std::to_string(d));
+    Case c;
+    c.dtype = FA_DTYPE_FP16;
+    c.head_dim = d;
+    c.batch = 2;
+    c.heads_q = 4;
+    c.heads_kv = 2;
+    c.seqlen_q = 300;
+    c.seqlen_k = 203;
+    c.causal = true;
+    c.deterministic = true;
+    c.pad = 8;
+    c.seed = uint64_t(7600 + d);
+    Problem pr(c);
+    DeviceProblem dev(pr, FA_BACKEND_AUTO);
+    const Tuning t = sm75_on();
+    ASSERT_EQ(family_of(dev.p, Pass::Backward, t), "cuda-sm75");
+    run_pass(dev.p, false, &t);
+    run_pass(dev.p, true, &t);
+    if (HasFatalFailure()) return;
+    expect_device_results(pr, dev, true);
+    const auto dq0 = dev.dq.bytes(pr.dq), dk0 = dev.dk.bytes(pr.dk), dv0 = dev.dv.bytes(pr.dv);
+    for (int i = 0; i < 20; ++i) {
+      run_pass(dev.p, true, &t);
+      if (HasFatalFailure()) return;
+      ASSERT_TRUE(dev.dq.bytes(pr.dq) == dq0) << "dQ, run " << i;
+      ASSERT_TRUE(dev.dk.bytes(pr.dk) == dk0) << "dK, run " << i;
+      ASSERT_TRUE(dev.dv.bytes(pr.dv) == dv0) << "dV, run " << i;
+    }
+    ++ran;
+#endif
+  }
+  if (ran == 0) GTEST_SKIP() << "no cuda-sm75 backward for d 64 or d 128 here";
+}
+
 // bf16 (and fp32) are refused by the family, by name and dtype, and with Tuning::sm75 no other
-// family runs the call in its place; out keeps its poison. The backward is refused by name too.
-TEST(GpuSm75Refusals, NonFp16AndBackwardAreRefusedByName) {
+// family runs the call in its place; out keeps its poison. A backward above d 128 is refused by
+// name, its gradients untouched.
+TEST(GpuSm75Refusals, NonFp16AndWideBackwardAreRefusedByName) {
   std::string why;
   if (skip_without_sm75(64, &why)) GTEST_SKIP() << why;
 #ifdef FA_TEST_CUDA
@@ -132,10 +234,16 @@ TEST(GpuSm75Refusals, NonFp16AndBackwardAreRefusedByName) {
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     expect_untouched(dev.out, pr.out, "a refused call wrote out");
   }
-  Problem pr(short_case(FA_DTYPE_FP16, 64));
+  if (skip_head_dim_not_built(160, &why)) return;
+  Problem pr(short_case(FA_DTYPE_FP16, 160));
   DeviceProblem dev(pr, FA_BACKEND_AUTO);
   const std::string f = family_of(dev.p, Pass::Backward, t);
-  EXPECT_NE(f.find("cuda-sm75: forward only"), std::string::npos) << f;
+  EXPECT_NE(f.find("cuda-sm75: head_dim=160"), std::string::npos) << f;
+  EXPECT_NE(f.find("up to 128"), std::string::npos) << f;
+  EXPECT_EQ(internal::run(&dev.p, Pass::Backward, t, nullptr, 0, nullptr), FA_ERROR_UNSUPPORTED);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  expect_untouched(dev.dq, pr.dq, "a refused backward wrote dq");
+  expect_untouched(dev.dk, pr.dk, "a refused backward wrote dk");
 #endif
 }
 
