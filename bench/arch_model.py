@@ -624,7 +624,7 @@ def table(head, rows):
 
 def planned(family, op):
     """Whether a family's pass is planned, not shipped: the whole family, or that pass
-    (`planned_ops`: the sm75 family ships its forward, its backward is planned)."""
+    (`planned_ops`: passes a shipped family does not have yet)."""
     f = FAMILIES[family]
     return f["status"] == "planned" or op in f.get("planned_ops", ())
 
