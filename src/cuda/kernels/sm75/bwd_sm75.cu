@@ -36,7 +36,7 @@ void check_sm75_backward(const Params& p, const Context& ctx) {
   check_sm75_forward(p, ctx);
 #ifndef FA_SM75_BWD_DIMS
   fail(FA_ERROR_BACKEND, "cuda-sm75: this build has no sm75 backward kernels (FA_ARCHS has no 75 "
-       "entry, or the backward is off: -DFA_CUDA_BACKWARD=OFF)");
+       "entry, or -DFA_SM75_BACKWARD=OFF, which follows -DFA_CUDA_BACKWARD unless set)");
 #endif
   if (p.head_dim > sm75::kBwdMaxHeadDim)
     fail(FA_ERROR_UNSUPPORTED, "cuda-sm75: head_dim=", p.head_dim, " has no Turing backward: "
