@@ -126,6 +126,52 @@ TEST(DtypeRoles, BackwardWithFp32OutAndDout) {
   }
 }
 
+// fp32 dq, dk, dv with 16-bit inputs (the unrounded gradients, as ring attention's block calls
+// take them), GQA (the group's partials summed into fp32) and without: flash and the reference
+// meet the rule against the fp64 oracle, and flash's 16-bit gradients are its fp32 ones rounded,
+// bit for bit (one rounding, at the store).
+TEST(DtypeRoles, BackwardWithFp32Gradients) {
+  for (fa_dtype dt : {FA_DTYPE_FP16, FA_DTYPE_BF16})
+    for (int64_t heads_kv : {4, 1}) {
+      Case c;
+      c.dtype = dt;
+      c.batch = 2;
+      c.heads_q = 4;
+      c.heads_kv = heads_kv;
+      c.seqlen_q = 77;
+      c.seqlen_k = 65;
+      c.head_dim = 32;
+      c.causal = true;
+      SCOPED_TRACE(c.name());
+      Problem pr(c);
+      run_forward(pr, FA_BACKEND_FLASH);
+      run_backward(pr, FA_BACKEND_FLASH);
+      const Dense rounded = outputs(pr, true);
+      for (HostTensor* t : {&pr.dq, &pr.dk, &pr.dv}) *t = HostTensor(FA_DTYPE_FP32, t->shape());
+      const Dense ref = reference(pr, false, true), naive = reference(pr, true, true);
+      for (fa_backend be : {FA_BACKEND_FLASH, FA_BACKEND_REFERENCE}) {
+        run_backward(pr, be);
+        const Dense got = outputs(pr, true);
+        expect_rule("dq", got.dq, ref.dq, naive.dq, 3, 1e-4);
+        expect_rule("dk", got.dk, ref.dk, naive.dk, 3, 1e-4);
+        expect_rule("dv", got.dv, ref.dv, naive.dv, 3, 1e-4);
+        if (be != FA_BACKEND_FLASH) continue;
+        auto round_to = [dt](const std::vector<double>& x) {
+          HostTensor t(dt, {int64_t(x.size())});
+          std::vector<double> r(x.size());
+          for (size_t i = 0; i < x.size(); ++i) {
+            t.set(int64_t(i), x[i]);
+            r[i] = t.get(int64_t(i));
+          }
+          return r;
+        };
+        EXPECT_EQ(round_to(got.dq), rounded.dq);
+        EXPECT_EQ(round_to(got.dk), rounded.dk);
+        EXPECT_EQ(round_to(got.dv), rounded.dv);
+      }
+    }
+}
+
 // ---- CPU-only features on CUDA tensors -----------------------------------------------------------
 
 // validate_* call check_cpu_only_features once q's device is known; without a GPU no CUDA tensor
@@ -186,12 +232,21 @@ TEST(CpuOnlyFeatures, RefusedForCudaTensors) {
   p = cuda(true);
   p.num_splits = 7;
   EXPECT_NO_THROW(check_cpu_only_features(p, true));
+  // An fp32 out with 16-bit inputs is a CUDA forward's output (cuda-sm80 writes it; the other
+  // families refuse it by name: test_gpu_ring.cpp), fp32 dq, dk, dv a CUDA backward's; the CUDA
+  // backward reads out and dout in q's dtype only.
   p = cuda(false);
   p.out.dtype = FA_DTYPE_FP32;
-  expect_refused(p, false, "out.dtype=fp32 with q.dtype=bf16");
+  EXPECT_NO_THROW(check_cpu_only_features(p, false));
+  p = cuda(true);
+  p.out.dtype = FA_DTYPE_FP32;
+  expect_refused(p, true, "out.dtype=fp32 with q.dtype=bf16 in fa_backward");
   p = cuda(true);
   p.dout.dtype = FA_DTYPE_FP32;
-  expect_refused(p, true, "dout.dtype=fp32 with q.dtype=bf16");
+  expect_refused(p, true, "dout.dtype=fp32 with q.dtype=bf16 in fa_backward");
+  p = cuda(true);
+  p.dq.dtype = p.dk.dtype = p.dv.dtype = FA_DTYPE_FP32;
+  EXPECT_NO_THROW(check_cpu_only_features(p, true));
   // A dtype no row accepts is the dtype check's to name (FA_ERROR_DTYPE), not this one's.
   p = cuda(false);
   p.out.dtype = FA_DTYPE_INT32;

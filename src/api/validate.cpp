@@ -120,37 +120,42 @@ void check_alignment(const fa_tensor& t, const char* name, int64_t bytes) {
 
 // ---- dtypes by role ----------------------------------------------------------------------------
 // Which dtype each tensor may have is a function of its role and of the inputs' dtype (q's, which
-// k and v share). One row per accepted (inputs, role, dtype); cpu_only rows are refused for CUDA
-// tensors with FA_ERROR_UNSUPPORTED. fp8 e4m3 inputs (0.5) take an fp16 or bf16 out and have no
-// gradient or rotary rows: their backward and rotary are refused by name (check_fp8).
+// k and v share). One row per accepted (inputs, role, dtype); cuda_forward_only rows are refused
+// for CUDA tensors of a backward with FA_ERROR_UNSUPPORTED (check_cpu_only_features). fp8 e4m3
+// inputs (0.5) take an fp16 or bf16 out and have no gradient or rotary rows: their backward and
+// rotary are refused by name (check_fp8). On CUDA the families that do not write an fp32 out or
+// fp32 gradients with 16-bit inputs refuse them by name (cuda-sm80 writes them).
 enum class Role {
   Input,     // k, v: the inputs' dtype
   Output,    // out, and dout (a gradient has its tensor's dtype)
-  Gradient,  // dq, dk, dv: their input's dtype
+  Gradient,  // dq, dk, dv: their input's dtype, or fp32 with 16-bit inputs (unrounded)
   Rotary,    // rotary_cos, rotary_sin: the inputs' dtype or fp32 (CPU only, as rotary is)
 };
 struct DtypeRow {
   int32_t inputs;
   Role role;
   int32_t dtype;
-  bool cpu_only;
+  bool cuda_forward_only;  // CUDA: out of a forward only (the backward kernels read out and dout
+                           // in the inputs' dtype)
 };
 constexpr DtypeRow kDtypeRows[] = {
-    // inputs        role            dtype           CPU only
+    // inputs        role            dtype           CUDA: forward only
     {FA_DTYPE_FP32, Role::Input,    FA_DTYPE_FP32, false},
     {FA_DTYPE_FP16, Role::Input,    FA_DTYPE_FP16, false},
     {FA_DTYPE_BF16, Role::Input,    FA_DTYPE_BF16, false},
     {FA_DTYPE_FP8_E4M3, Role::Input, FA_DTYPE_FP8_E4M3, false},
     {FA_DTYPE_FP32, Role::Output,   FA_DTYPE_FP32, false},
     {FA_DTYPE_FP16, Role::Output,   FA_DTYPE_FP16, false},
-    {FA_DTYPE_FP16, Role::Output,   FA_DTYPE_FP32, true},  // the CPU kernels store fp32 as is
+    {FA_DTYPE_FP16, Role::Output,   FA_DTYPE_FP32, true},  // the unrounded result
     {FA_DTYPE_BF16, Role::Output,   FA_DTYPE_BF16, false},
     {FA_DTYPE_BF16, Role::Output,   FA_DTYPE_FP32, true},
     {FA_DTYPE_FP8_E4M3, Role::Output, FA_DTYPE_FP16, false},  // FlashAttention-3: bf16 (or fp16)
     {FA_DTYPE_FP8_E4M3, Role::Output, FA_DTYPE_BF16, false},
     {FA_DTYPE_FP32, Role::Gradient, FA_DTYPE_FP32, false},
     {FA_DTYPE_FP16, Role::Gradient, FA_DTYPE_FP16, false},
+    {FA_DTYPE_FP16, Role::Gradient, FA_DTYPE_FP32, false},  // the unrounded gradients
     {FA_DTYPE_BF16, Role::Gradient, FA_DTYPE_BF16, false},
+    {FA_DTYPE_BF16, Role::Gradient, FA_DTYPE_FP32, false},
     {FA_DTYPE_FP32, Role::Rotary,   FA_DTYPE_FP32, false},
     {FA_DTYPE_FP16, Role::Rotary,   FA_DTYPE_FP16, false},
     {FA_DTYPE_FP16, Role::Rotary,   FA_DTYPE_FP32, false},
@@ -893,13 +898,16 @@ void check_cpu_only_features(const fa_params& p, bool backward) {
   // The KV cache's fields (block_table, cache_seqlens, cache_batch_idx, cache_leftpad, k_new /
   // v_new, rotary, num_splits) are the cuda-kvcache family's (cuda/kernels/kvcache).
   if (p.q_shift != 0) refuse("q_shift != 0");
+  // An fp32 out with 16-bit inputs is a forward's output on CUDA (cuda-sm80 writes it); the
+  // CUDA backward kernels read out and dout in the inputs' dtype.
   const std::pair<const fa_tensor*, const char*> outputs[] = {{&p.out, "out"}, {&p.dout, "dout"}};
   for (const auto& [t, name] : outputs) {
-    if (t->data == nullptr || (t == &p.dout && !backward)) continue;
+    if (t->data == nullptr || !backward) continue;
     const DtypeRow* row = dtype_row(p.q.dtype, Role::Output, t->dtype);
-    if (row != nullptr && row->cpu_only)
+    if (row != nullptr && row->cuda_forward_only)
       fail(FA_ERROR_UNSUPPORTED, name, ".dtype=", dtype_name(t->dtype), " with q.dtype=",
-           dtype_name(p.q.dtype), " is supported on the CPU backend only in this build");
+           dtype_name(p.q.dtype), " in fa_backward is supported on the CPU backend only in this "
+           "build (the CUDA backward reads out and dout in q's dtype; fp32 dq, dk, dv it writes)");
   }
 }
 

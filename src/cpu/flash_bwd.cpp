@@ -16,6 +16,7 @@
 #include "core/mask.h"
 #include "core/philox.h"
 #include "cpu/bias.h"
+#include "cpu/element.h"
 #include "cpu/scratch.h"
 #include "cpu/tile.h"
 
@@ -85,13 +86,12 @@ struct KvSink {
   float* dk_partial;  // (heads_q, total_k, d) or nullptr
   float* dv_partial;
 
-  template <typename T>
   void write(const Params& p, int64_t b, int64_t h, int64_t k_row0, int64_t cols, const float* dk,
              const float* dv, int64_t dp) const {
     const int64_t d = p.head_dim;
     if (dk_partial == nullptr) {
-      store_rows<T>(p.dk, b, k_row0, cols, h, d, dk, dp, 1.f);
-      store_rows<T>(p.dv, b, k_row0, cols, h, d, dv, dp, 1.f);
+      store_rows_as(p.dk, b, k_row0, cols, h, d, dk, dp, 1.f);  // their own dtype
+      store_rows_as(p.dv, b, k_row0, cols, h, d, dv, dp, 1.f);
       return;
     }
     const int64_t packed_row0 = p.varlen() ? k_row0 : b * p.seqlen_k + k_row0;
@@ -244,13 +244,12 @@ void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink
       // dK (kBlockN, dp) += dSᵀ (scale Q)   (times softmax_scale when written: x = scale q·k)
       gemm_at_packed_b(kBlockN, dp, rows_pad, w.ds, kBlockN, qp, w.dk, dp, true);
     }
-    sink.write<T>(p, b, kv_head_out, sq.k_start + n0, cols, w.dk, w.dv, dp);
+    sink.write(p, b, kv_head_out, sq.k_start + n0, cols, w.dk, w.dv, dp);
   }
-  store_rows<T>(p.dq, b, sq.q_start, sq.len_q, h, d, w.dq_acc, dp, p.softmax_scale);
+  store_rows_as(p.dq, b, sq.q_start, sq.len_q, h, d, w.dq_acc, dp, p.softmax_scale);
 }
 
 // dK, dV of kv head hk = the sum of its group's per-query-head partials, in head order.
-template <typename T>
 void reduce_group_partials(const Params& p, const float* dk_partial, const float* dv_partial,
                            int threads) {
   const int64_t d = p.head_dim, g = p.group();
@@ -260,16 +259,14 @@ void reduce_group_partials(const Params& p, const float* dk_partial, const float
     const int64_t b = p.varlen() ? 0 : row / p.seqlen_k;
     const int64_t r = p.varlen() ? row : row % p.seqlen_k;
     for (int64_t hk = 0; hk < p.heads_kv; ++hk) {
-      T* dk = p.dk.at<T>(b, r, hk);
-      T* dv = p.dv.at<T>(b, r, hk);
       for (int64_t c = 0; c < d; ++c) {
         float sk = 0.f, sv = 0.f;
         for (int64_t i = 0; i < g; ++i) {
           sk += dk_partial[((hk * g + i) * p.total_k + row) * d + c];
           sv += dv_partial[((hk * g + i) * p.total_k + row) * d + c];
         }
-        dk[c] = convert<T>(sk);
-        dv[c] = convert<T>(sv);
+        store_element(p.dk, b, r, hk, c, sk);  // in dk's / dv's own dtype
+        store_element(p.dv, b, r, hk, c, sv);
       }
     }
   }
@@ -301,7 +298,7 @@ void backward(const Params& p, void* workspace, size_t bytes, int threads) {
                        dbias_parts ? dbias_partial(p, dbias_parts, b, h) : nullptr);
     }
   }
-  if (p.group() > 1) reduce_group_partials<T>(p, sink.dk_partial, sink.dv_partial, threads);
+  if (p.group() > 1) reduce_group_partials(p, sink.dk_partial, sink.dv_partial, threads);
   if (dbias_parts) reduce_dbias(p, dbias_parts, threads);
 }
 

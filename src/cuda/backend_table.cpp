@@ -85,6 +85,26 @@ void refuse_bias(CudaFamily f, const Params& p, bool backward) {
        "by cuda-sm80 and the CPU backend only", backward ? " (and dbias with it)" : "");
 }
 
+// fp32 outputs with 16-bit inputs (a forward's out; a backward's dq, dk, dv: the unrounded
+// results, as ring attention's partials need) are written by cuda-sm80's epilogues, a run-time
+// branch on the output's dtype (no kernel of their own). cuda-sm90 refuses them in its own
+// refusal (dispatch then falls back to cuda-sm80); the other families here.
+void refuse_fp32_outputs(CudaFamily f, const Params& p, bool backward) {
+  if (p.dtype != DType::F16 && p.dtype != DType::BF16) return;
+  const bool f32 = backward ? p.dq.dtype == DType::F32 || p.dk.dtype == DType::F32 ||
+                                  p.dv.dtype == DType::F32
+                            : p.out.dtype == DType::F32;
+  if (!f32) return;
+  if (f != CudaFamily::Sm80 && f != CudaFamily::Sm90)
+    fail(FA_ERROR_UNSUPPORTED, family_name(f), ": ",
+         backward ? "fp32 dq / dk / dv" : "out.dtype=fp32", " with 16-bit inputs is written by "
+         "cuda-sm80 only");
+  if (backward && p.dk.dtype != p.dv.dtype)  // one branch of the epilogue stores both
+    fail(FA_ERROR_UNSUPPORTED, "dk.dtype and dv.dtype must be equal on CUDA (both fp32 or both "
+         "q's dtype); dk is ", p.dk.dtype == DType::F32 ? "fp32" : "16-bit", ", dv ",
+         p.dv.dtype == DType::F32 ? "fp32" : "16-bit");
+}
+
 // A family's check, workspace and run on Params its kernels take as they are (the wrappers below
 // pad the head dim first where needed).
 void check_family(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
@@ -181,6 +201,7 @@ char* const kPlaceholder = reinterpret_cast<char*>(uintptr_t(256));
 void check(CudaFamily f, const Params& p, bool backward, const Context& ctx) {
   if (f != CudaFamily::KvCache) refuse_kv_cache(p, family_name(f));
   refuse_bias(f, p, backward);
+  refuse_fp32_outputs(f, p, backward);
   // On Turing only cuda-sm75's kernels have sm_75 code (FA_ARCHS' 75 entries build nothing
   // else): the padded copies' kernels would not launch there.
   if (f == CudaFamily::Sm75 && ctx.device.major < 8 && needs_head_dim_padding(p))

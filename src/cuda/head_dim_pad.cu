@@ -19,8 +19,9 @@ Rows q_rows(const Params& p) {
 Rows k_rows(const Params& p) {
   return p.varlen() ? Rows{1, p.total_k, p.heads_kv} : Rows{p.batch, p.seqlen_k, p.heads_kv};
 }
-size_t copy_bytes(const Rows& r, int64_t dp) {
-  return workspace_align(size_t(r.batch * r.seqlen * r.heads * dp) * 2);  // 16-bit elements
+// 16-bit elements, or fp32 ones (an fp32 out, dq, dk, dv with 16-bit inputs).
+size_t copy_bytes(const Rows& r, int64_t dp, DType dtype) {
+  return workspace_align(size_t(r.batch * r.seqlen * r.heads * dp * dtype_size(dtype)));
 }
 
 // A contiguous (batch, seqlen, heads, dp) copy at *at, which advances past it; stride_b 0 for
@@ -32,19 +33,21 @@ View carve(char** at, const Rows& r, int64_t dp, DType dtype, bool packed) {
   v.stride_h = dp;
   v.stride_s = r.heads * dp;
   v.stride_b = packed ? 0 : r.seqlen * r.heads * dp;
-  *at += copy_bytes(r, dp);
+  *at += copy_bytes(r, dp, dtype);
   return v;
 }
 
-// dst row (b, s, h)[c] = c < cols ? src row[c] : 0, for c < dst_cols: one thread an element.
+// dst row (b, s, h)[c] = c < cols ? src row[c] : 0, for c < dst_cols: one thread an element
+// of E's size (dst and src share the dtype).
+template <typename E>
 __global__ void copy_rows_kernel(View dst, View src, int64_t seqlen, int64_t heads, int64_t cols,
                                  int64_t dst_cols, int64_t n) {
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const int64_t c = i % dst_cols, row = i / dst_cols;
   const int64_t h = row % heads, s = (row / heads) % seqlen, b = row / (heads * seqlen);
-  const uint16_t x = c < cols ? src.at<const uint16_t>(b, s, h)[c] : uint16_t(0);
-  dst.at<uint16_t>(b, s, h)[c] = x;
+  const E x = c < cols ? src.at<const E>(b, s, h)[c] : E(0);
+  dst.at<E>(b, s, h)[c] = x;
 }
 
 void copy_rows(const View& dst, const View& src, const Rows& r, int64_t cols, int64_t dst_cols,
@@ -52,8 +55,13 @@ void copy_rows(const View& dst, const View& src, const Rows& r, int64_t cols, in
   const int64_t n = r.batch * r.seqlen * r.heads * dst_cols;
   if (n == 0) return;
   constexpr int kThreads = 256;
-  copy_rows_kernel<<<unsigned((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      dst, src, r.seqlen, r.heads, cols, dst_cols, n);
+  const unsigned blocks = unsigned((n + kThreads - 1) / kThreads);
+  if (dst.dtype == DType::F32)
+    copy_rows_kernel<uint32_t><<<blocks, kThreads, 0, stream>>>(dst, src, r.seqlen, r.heads, cols,
+                                                                dst_cols, n);
+  else
+    copy_rows_kernel<uint16_t><<<blocks, kThreads, 0, stream>>>(dst, src, r.seqlen, r.heads, cols,
+                                                                dst_cols, n);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
     fail(FA_ERROR_CUDA, "head_dim padding (", what, ") launch: ", cudaGetErrorString(err));
@@ -64,8 +72,11 @@ void copy_rows(const View& dst, const View& src, const Rows& r, int64_t cols, in
 size_t padded_bytes(const Params& p, bool backward) {
   const int64_t dp = padded_head_dim(p.head_dim);
   const Rows q = q_rows(p), k = k_rows(p);
-  size_t n = 2 * copy_bytes(q, dp) + 2 * copy_bytes(k, dp);  // q, out; k, v
-  if (backward) n += 2 * copy_bytes(q, dp) + 2 * copy_bytes(k, dp);  // dout, dq; dk, dv
+  size_t n = copy_bytes(q, dp, p.q.dtype) + copy_bytes(q, dp, p.out.dtype) +
+             2 * copy_bytes(k, dp, p.k.dtype);  // q, out; k, v
+  if (backward)
+    n += copy_bytes(q, dp, p.dout.dtype) + copy_bytes(q, dp, p.dq.dtype) +
+         copy_bytes(k, dp, p.dk.dtype) + copy_bytes(k, dp, p.dv.dtype);
   return n;
 }
 

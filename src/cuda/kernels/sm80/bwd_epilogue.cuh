@@ -19,16 +19,22 @@ namespace fa::cuda::sm80 {
 
 // Where a key tile's gradients go: dk / dv from row row0 of kv head hk, batch entry b (the
 // tile's first key), its keys (rows below keys are written) and the head dim (columns below d).
-// The row addresses are formed where they are stored from (an epilogue), not before.
+// The row addresses are formed where they are stored from (an epilogue), not before. E: the
+// element type, uint16_t (the inputs' 16-bit dtype) or float (fp32 dk and dv, which the
+// epilogues choose at run time: no kernel of their own).
 struct KvGrads {
   int64_t b, row0, hk, keys;
   int d;
-  __device__ __forceinline__ uint16_t* dk0(const Params& p) const {
-    return p.dk.at<uint16_t>(b, row0, hk);
+  template <typename E>
+  __device__ __forceinline__ E* dk0(const Params& p) const {
+    return p.dk.at<E>(b, row0, hk);
   }
-  __device__ __forceinline__ uint16_t* dv0(const Params& p) const {
-    return p.dv.at<uint16_t>(b, row0, hk);
+  template <typename E>
+  __device__ __forceinline__ E* dv0(const Params& p) const {
+    return p.dv.at<E>(b, row0, hk);
   }
+  // dk and dv in fp32 (the CUDA checks take both fp32 or neither).
+  __device__ __forceinline__ static bool f32(const Params& p) { return p.dk.dtype == DType::F32; }
 };
 
 // A block's part of a split tail tile (BwdWorkspace): the tail tile `slot`, which of the block's
@@ -54,8 +60,6 @@ __device__ __forceinline__ void tail_part_epilogue(const Params& p, const BwdWor
   const int64_t slot = tp.slot;
   const int seg = tp.seg, part = tp.part, steps = tp.steps;
   const int kv_key0 = w.kv_key0, kv_col0 = w.kv_col0, g = w.g, t = w.t;
-  uint16_t* const dk0 = out.dk0(p);
-  uint16_t* const dv0 = out.dv0(p);
   const int keys = int(out.keys), d = out.d;
   using Tag = typename T::Tag;
   constexpr int kD = T::kHeadDim, kN = T::kBlockN;
@@ -113,6 +117,24 @@ __device__ __forceinline__ void tail_part_epilogue(const Params& p, const BwdWor
       add(sv[i][1], __ldcg(v4 + 1));
     }
   }
+  if (KvGrads::f32(p)) {  // the sums as they are, two 16-byte stores a chunk
+    float* const dk0 = out.dk0<float>(p);
+    float* const dv0 = out.dv0<float>(p);
+#pragma unroll
+    for (int i = 0; i < kCpt; ++i) {
+      const int c = int(threadIdx.x) + i * T::kThreads;
+      const int row = c / kChunks, col = c % kChunks * 8;
+      if (row < keys && col < d) {
+        float4* k4 = reinterpret_cast<float4*>(dk0 + row * p.dk.stride_s + col);
+        float4* v4 = reinterpret_cast<float4*>(dv0 + row * p.dv.stride_s + col);
+        k4[0] = sk[i][0], k4[1] = sk[i][1];
+        v4[0] = sv[i][0], v4[1] = sv[i][1];
+      }
+    }
+    return;
+  }
+  uint16_t* const dk0 = out.dk0<uint16_t>(p);
+  uint16_t* const dv0 = out.dv0<uint16_t>(p);
 #pragma unroll
   for (int i = 0; i < kCpt; ++i) {
     const int c = int(threadIdx.x) + i * T::kThreads;
@@ -128,6 +150,36 @@ __device__ __forceinline__ void tail_part_epilogue(const Params& p, const BwdWor
   }
 }
 
+// fp32 dk / dv of a whole key tile (16-bit inputs): 8-byte stores straight from the fragments.
+// A call, not inlined: inlined into bwd_block, these stores raised the 16-bit tail kernel's
+// spills (sm_90a, bf16 d 128, bytes stored: 436 -> 584; staged through sK / sV as the 16-bit
+// path does, 840); called, 408, the accumulators passing through the stack on this path only.
+template <class T>
+__device__ __noinline__ void store_dk_dv_f32(const Params& p, const BwdWarpTiles<T>& w,
+                                             const typename BwdWarpTiles<T>::KvAcc& dk,
+                                             const typename BwdWarpTiles<T>::KvAcc& dv,
+                                             float dv_scale, const KvGrads& out) {
+  constexpr int kKvMt = BwdWarpTiles<T>::kKvMt, kKvNt = BwdWarpTiles<T>::kKvNt;
+  float* const dk0 = out.dk0<float>(p);
+  float* const dv0 = out.dv0<float>(p);
+#pragma unroll
+  for (int mt = 0; mt < kKvMt; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = w.kv_key0 + 16 * mt + w.g + 8 * r;
+#pragma unroll
+      for (int nd = 0; nd < kKvNt; ++nd) {
+        const int col = w.kv_col0 + 8 * nd + 2 * w.t;
+        if (row < out.keys && col < out.d) {
+          *reinterpret_cast<float2*>(dk0 + row * p.dk.stride_s + col) =
+              make_float2(dk[mt][nd][2 * r], dk[mt][nd][2 * r + 1]);
+          *reinterpret_cast<float2*>(dv0 + row * p.dv.stride_s + col) =
+              make_float2(dv[mt][nd][2 * r] * dv_scale, dv[mt][nd][2 * r + 1] * dv_scale);
+        }
+      }
+    }
+}
+
 // dK, dV of a whole key tile (dV times dv_scale) into dk / dv, through sK / sV (whose K and V
 // no warp reads any more).
 template <class T>
@@ -140,6 +192,7 @@ __device__ __forceinline__ void store_dk_dv(const Params& p, const BwdWarpTiles<
   using KvTile = typename T::KvTile;
   constexpr int kD = T::kHeadDim, kN = T::kBlockN;
   constexpr int kKvMt = BwdWarpTiles<T>::kKvMt, kKvNt = BwdWarpTiles<T>::kKvNt;
+  if (KvGrads::f32(p)) return store_dk_dv_f32<T>(p, w, dk, dv, dv_scale, out);
   const int tid = threadIdx.x, kv_key0 = w.kv_key0, kv_col0 = w.kv_col0, g = w.g, t = w.t;
   // dK, dV of the warp's keys and columns (zero for keys no query sees), staged as 16-bit values
   // in the K and V tiles, so that they leave in 16-byte row-contiguous stores: 4-byte stores
@@ -166,8 +219,8 @@ __device__ __forceinline__ void store_dk_dv(const Params& p, const BwdWarpTiles<
   // (b, row, head) product): ptxas then spilled less in the step loop (sm_90a, bytes stored, at
   // 4832f96: d 64 with 128 queries 128 -> 116, d 128 48 -> 36, d 256 12 -> 0; d 32 with 128
   // queries 32 -> 56, d 192 0 -> 4, d 224 60 -> 64) and measured 0-1.3% faster.
-  uint16_t* const dk0 = out.dk0(p);
-  uint16_t* const dv0 = out.dv0(p);
+  uint16_t* const dk0 = out.dk0<uint16_t>(p);
+  uint16_t* const dv0 = out.dv0<uint16_t>(p);
   const int rows_out = int(out.keys);
 #pragma unroll
   for (int c = tid; c < kN * kChunksPerRow; c += T::kThreads) {

@@ -112,9 +112,11 @@ __global__ void __launch_bounds__(32 * kRowWarps) bwd_preprocess(const __grid_co
   }
 }
 
-// dq = dQ accumulator in the input type: row_lanes(kHeadDim / 4) lanes a query row, each taking
+// dq = dQ accumulator in dq's dtype: row_lanes(kHeadDim / 4) lanes a query row, each taking
 // 4 columns at a time, which lie in one 16-byte piece of the tile order (DqTileLayout::offset,
-// host-tested) and leave as one 8-byte store; grid (ceil(seqlen_q / kPostRows), heads_q, batch).
+// host-tested) and leave as one 8-byte store (16-bit dq) or one 16-byte store (an fp32 dq with
+// 16-bit inputs, the accumulator as it is: a run-time branch, no kernel of its own); grid
+// (ceil(seqlen_q / kPostRows), heads_q, batch).
 template <class T>
 __global__ void __launch_bounds__(32 * kRowWarps) bwd_postprocess(const __grid_constant__ Params p,
                                                                   BwdWorkspace ws) {
@@ -129,6 +131,13 @@ __global__ void __launch_bounds__(32 * kRowWarps) bwd_postprocess(const __grid_c
   const int row = int(i % T::kBlockM);
   const float* tile =
       ws.dq_acc + (h * ws.rows + acc_row(p, b, sq) + (i - row)) * T::kHeadDim;
+  if (p.dq.dtype == DType::F32) {
+    float* dq = p.dq.at<float>(b, sq.q_start + i, h);
+    for (int c = 4 * sub; c < p.head_dim; c += 4 * kLanes)
+      *reinterpret_cast<float4*>(dq + c) =
+          *reinterpret_cast<const float4*>(tile + DqL::offset(row, c));
+    return;
+  }
   uint16_t* dq = p.dq.at<uint16_t>(b, sq.q_start + i, h);
   for (int c = 4 * sub; c < p.head_dim; c += 4 * kLanes) {
     const float4 v = *reinterpret_cast<const float4*>(tile + DqL::offset(row, c));

@@ -260,6 +260,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   // Epilogue: finish the row sums over the quad, normalise, write LSE, and stage O (16-bit)
   // in this warp's own rows of the Q tile - rows no other warp reads - so that it leaves in
   // 16-byte, row-contiguous stores instead of 4-byte ones spread over 8 rows per instruction.
+  // An fp32 out (16-bit inputs: the unrounded result, e.g. ring attention's partials) is a
+  // run-time choice of this epilogue only, so that it adds no kernel: its 8-byte stores go
+  // straight from the fragments (a row's 4 lanes fill 32 contiguous bytes per column block).
+  const bool out_f32 = p.out.dtype == DType::F32;
 #pragma unroll
   for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
@@ -271,11 +275,20 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
       float inv = empty ? 0.f : 1.f / l;
       if constexpr (T::kDropout) inv *= dr.drop.keep_scale;  // kept P's 1 / (1 - p)
       const int local = warp * T::kRowsPerWarp + 16 * mt + 8 * r + g;  // row in the block
-#pragma unroll
-      for (int nd = 0; nd < T::kHeadDim / 8; ++nd)
-        *reinterpret_cast<uint32_t*>(sQ + QTile::offset(local, nd * 8 + 2 * t)) =
-            pack2<Tag>(o[mt][nd][2 * r] * inv, o[mt][nd][2 * r + 1] * inv);
       const int64_t row = m0 + local;
+      if (out_f32) {
+        float* dst = p.out.at<float>(b, sq.q_start + row, h);
+#pragma unroll
+        for (int nd = 0; nd < T::kHeadDim / 8; ++nd)
+          if (row < sq.len_q && nd * 8 + 2 * t < d)
+            *reinterpret_cast<float2*>(dst + nd * 8 + 2 * t) =
+                make_float2(o[mt][nd][2 * r] * inv, o[mt][nd][2 * r + 1] * inv);
+      } else {
+#pragma unroll
+        for (int nd = 0; nd < T::kHeadDim / 8; ++nd)
+          *reinterpret_cast<uint32_t*>(sQ + QTile::offset(local, nd * 8 + 2 * t)) =
+              pack2<Tag>(o[mt][nd][2 * r] * inv, o[mt][nd][2 * r + 1] * inv);
+      }
       // LSE = max logit + ln(l), the max in natural units (scale applied unless logits already
       // are): exact where going through log2 units would lose ~|m| * 2^-23 twice.
       const float m_nat = transform ? st.m[mt][r] : st.m[mt][r] * p.softmax_scale;
@@ -290,7 +303,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm) fwd_kernel(co
   for (int c = lane; c < kChunks; c += 32) {
     const int local = warp * T::kRowsPerWarp + c / kChunksPerRow, chunk = c % kChunksPerRow;
     const int64_t row = m0 + local;
-    if (row < sq.len_q && chunk < chunks_used)
+    if (!out_f32 && row < sq.len_q && chunk < chunks_used)
       *reinterpret_cast<uint4*>(p.out.at<uint16_t>(b, sq.q_start + row, h) + chunk * 8) =
           *reinterpret_cast<const uint4*>(sQ + QTile::offset(local, chunk * 8));
   }

@@ -128,6 +128,7 @@ std::string sm90_bwd_refusal(const Params& p, const Context& ctx) {
   if (ctx.device.major != 9) return "needs an sm90 device";  // (the registry row checks both first)
   if (!built_for_sm90a()) return "this build has no sm_90a code (FA_ARCHS)";
   if (p.dtype != DType::BF16 && p.dtype != DType::F16) return "fp16 / bf16 only";
+  if (p.dq.dtype == DType::F32 || p.dk.dtype == DType::F32) return "fp32 dq / dk / dv";
   if (p.head_dim != 64 && p.head_dim != 128)
     return "backward head_dim " + std::to_string(p.head_dim) + " (64 and 128 only, first version)";
   if (p.deterministic && !FA_TUNING_SM90_BWD_DQ_BULK)

@@ -107,6 +107,7 @@ std::string sm90_fwd_refusal(const Params& p, const Context& ctx) {
   if (!built_for_sm90a()) return "this build has no sm_90a code (FA_ARCHS)";
   if (p.dtype == DType::E4M3) return sm90_fp8_fwd_refusal(p, ctx);  // fwd_fp8_sm90.cu
   if (p.dtype != DType::BF16 && p.dtype != DType::F16) return "fp16 / bf16 only";
+  if (p.out.dtype == DType::F32) return "out.dtype=fp32 (cuda-sm80 writes it)";
   if (p.q_shift != 0) return "q_shift not yet";
   if (p.head_dim % 8 != 0 || sm90_kernel_head_dim(p.head_dim) == 0) return "head_dim";
   if (p.seqlen_q > (int64_t(1) << 30) || p.seqlen_k > (int64_t(1) << 30)) return "seqlen > 2^30";
