@@ -19,8 +19,9 @@
  * batch, heads, head_dim, dtype and options; the library cannot see the other ranks' arguments.
  *
  * What the shard's fa_params may use: q, k, v of one dtype (fp32, fp16, bf16; fp16 / bf16 on
- * CUDA), out (and on the CPU, fp32 out with 16-bit inputs), lse (required in the backward),
- * GQA / MQA, causal, softmax_scale, softcap, backend, deterministic. Refused with
+ * CUDA), out (fp32 with 16-bit inputs too; a CUDA backward reads a 16-bit out and dout),
+ * dq / dk / dv (fp32 with 16-bit inputs too), lse (required in the backward), GQA / MQA,
+ * causal, softmax_scale, softcap, backend, deterministic. Refused with
  * FA_ERROR_UNSUPPORTED, naming the field: packed batches (cu_seqlens), windows, ALiBi, dropout,
  * attn_bias, q_shift, the KV-cache fields, num_splits > 1, fp8 inputs.
  *

@@ -222,7 +222,7 @@ struct ForwardSpace {
   KvBlock kv[2];     // the block in hand and the one arriving
   View acc_o;        // fp32 (batch, mine.rows, heads_q, d): the merge so far
   LseView acc_lse;   // its LSE, (batch, heads_q, mine.rows)
-  View part_o;       // one block call's output (batch, chunk, heads_q, d)
+  View part_o;       // one block call's output (batch, chunk, heads_q, d), fp32
   LseView part_lse;  // its LSE
   void* inner;       // the block calls' workspace (the rest)
 };
@@ -232,9 +232,9 @@ ForwardSpace carve_forward(const Call& c, const Geometry& g, Carver& w) {
   for (KvBlock& kv : s.kv) kv = kv_block(w.take(2 * bytes_of(g.kv, c.p.dtype)), c.p.dtype, g.kv);
   s.acc_o = dense_view(w.take(bytes_of(g.q, DType::F32)), DType::F32, g.q);
   s.acc_lse = dense_lse(static_cast<float*>(w.take(bytes_of(g.q, DType::F32) / g.q.dim)), g.q);
-  // The block calls' outputs: fp32 on the CPU; the CUDA kernels write the inputs' dtype.
-  const DType part = c.p.device.type == FA_DEVICE_CPU ? DType::F32 : c.p.dtype;
-  s.part_o = dense_view(w.take(bytes_of(g.q_chunk, part)), part, g.q_chunk);
+  // The block calls' outputs in fp32 (with 16-bit inputs: cuda-sm80's fp32 epilogue on CUDA),
+  // so that a rank's rows are rounded once, at the end, as a single call's are.
+  s.part_o = dense_view(w.take(bytes_of(g.q_chunk, DType::F32)), DType::F32, g.q_chunk);
   s.part_lse = dense_lse(static_cast<float*>(w.take(bytes_of(g.q_chunk, DType::F32) / g.q.dim)),
                          g.q_chunk);
   s.inner = w.take(0);
@@ -259,7 +259,7 @@ struct BackwardSpace {
                       // block (travelling on to the next rank)
   KvBlock dkv_in;     // fp32: what the previous rank summed for the block in hand
   View dq_acc;        // fp32 (batch, mine.rows, heads_q, d)
-  View dq_blk;        // one block call's dq, dk, dv, in the inputs' dtype
+  View dq_blk;        // one block call's dq, dk, dv, fp32 (unrounded, as the sums are)
   KvBlock dkv_blk;
   void* inner;
 };
@@ -272,8 +272,8 @@ BackwardSpace carve_backward(const Call& c, const Geometry& g, Carver& w) {
     d = kv_block(w.take(2 * bytes_of(g.kv, DType::F32)), DType::F32, g.kv);
   s.dkv_in = kv_block(w.take(2 * bytes_of(g.kv, DType::F32)), DType::F32, g.kv);
   s.dq_acc = dense_view(w.take(bytes_of(g.q, DType::F32)), DType::F32, g.q);
-  s.dq_blk = dense_view(w.take(bytes_of(g.q_chunk, t)), t, g.q_chunk);
-  s.dkv_blk = kv_block(w.take(2 * bytes_of(g.kv_chunk, t)), t, g.kv_chunk);
+  s.dq_blk = dense_view(w.take(bytes_of(g.q_chunk, DType::F32)), DType::F32, g.q_chunk);
+  s.dkv_blk = kv_block(w.take(2 * bytes_of(g.kv_chunk, DType::F32)), DType::F32, g.kv_chunk);
   s.inner = w.take(0);
   return s;
 }
