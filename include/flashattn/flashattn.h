@@ -12,8 +12,9 @@
  *   lse (fp32)  (batch, heads_q, seqlen_q)                 or packed (heads_q, total_q)
  *   k, v paged  (num_blocks, page_size, heads_kv, head_dim) with an int32 block_table
  * Strides are in elements and free, except that the last dimension must be contiguous.
- * Dtypes: q, k and v share one (fp32, fp16 or bf16), which dq, dk and dv also have; out and dout
- * have it too or, on the CPU backend, fp32 with fp16 / bf16 inputs. Since 0.5 q, k and v may be
+ * Dtypes: q, k and v share one (fp32, fp16 or bf16); out, dout, dq, dk and dv have it too or
+ * fp32 with fp16 / bf16 inputs (the unrounded results; on CUDA a backward's out and dout have the
+ * inputs' dtype, and dk and dv one dtype). Since 0.5 q, k and v may be
  * fp8 e4m3 (forward only, CPU backend only in this build) with an fp16 or bf16 out: see
  * q_descale below.
  * heads_q must be a multiple of heads_kv (GQA / MQA): query head h reads kv head
