@@ -116,14 +116,14 @@ case $mode in
     echo "builds: $(( $(date +%s) - t0 ))s; wgmma serialized (C7512 / C7515 / C7520): $(cat "$out"/build-*.log | grep -cE 'C7512|C7515|C7520')"
     tests=./build-sm90bwd-base/tests/fa_tests
     count() { echo "$(grep -cE '^\[ +OK' "$1") ok, $(grep -cE '^\[  FAILED' "$1") failed lines"; }
-    timeout 150 $tests --gtest_filter='Grid/GpuSm90Bwd*:GpuSm90BwdFallback*:Sm90Bwd*' > "$out/tests.log" 2>&1
+    timeout 150 $tests --gtest_filter='Grid/GpuSm90Bwd*:Det/GpuSm90Bwd*:GpuSm90BwdFallback*:Sm90Bwd*' > "$out/tests.log" 2>&1
     echo "tests: rc=$? $(count "$out/tests.log")"
     grep -E "^\[  FAILED" "$out/tests.log" | sort -u | head -20
-    timeout 100 ./build-sm90bwd-m128/tests/fa_tests --gtest_filter='Grid/GpuSm90Bwd*d64*:Grid/GpuSm90Bwd*d60*' \
+    timeout 100 ./build-sm90bwd-m128/tests/fa_tests --gtest_filter='Grid/GpuSm90Bwd*d64*:Grid/GpuSm90Bwd*d60*:Det/GpuSm90Bwd*d64*' \
       > "$out/tests-m128.log" 2>&1
     echo "tests, 128 queries a step at d 64: rc=$? $(count "$out/tests-m128.log")"
     grep -E "^\[  FAILED" "$out/tests-m128.log" | sort -u | head -10
-    small='Grid/GpuSm90BwdDet.*/1_*:Grid/GpuSm90BwdDet.*/4_*:Grid/GpuSm90Bwd.*s113x203_d128*causal*'
+    small='Det/GpuSm90Bwd.*/1_*:Det/GpuSm90Bwd.*/4_*:Grid/GpuSm90Bwd.*s113x203_d128*causal*'
     for tool in racecheck memcheck; do
       timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 $tests --gtest_filter="$small" \
         > "$out/$tool.log" 2>&1

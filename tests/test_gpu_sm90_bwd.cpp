@@ -198,6 +198,10 @@ TEST_P(GpuSm90Bwd, GradientsMatchReferenceAndRanSm90) {
   run_pass(dev.p, true, &t);
   if (HasFatalFailure()) return;
   expect_device_results(pr, dev, true);
+  // The deterministic cases (Det below): 20 reruns bit for bit the same, dQ included.
+  if (GetParam().deterministic) {
+    EXPECT_EQ(rerun_backward_differences(dev, pr, 20, true, &t), 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, GpuSm90Bwd, ::testing::ValuesIn(sm90_bwd_cases()), CaseTestName{});
@@ -223,25 +227,7 @@ std::vector<Case> sm90_bwd_det_cases() {
   return out;
 }
 
-class GpuSm90BwdDet : public ::testing::TestWithParam<Case> {};
-
-TEST_P(GpuSm90BwdDet, MatchesReferenceAndRerunsBitIdentical) {
-  std::string why;
-  if (skip_without_sm90_bwd(&why)) GTEST_SKIP() << why;
-  ASSERT_TRUE(why.empty()) << why;
-  Problem pr(GetParam());
-  DeviceProblem dev(pr, FA_BACKEND_AUTO);
-  const Tuning t = sm90_bwd_on();
-  ASSERT_EQ(bwd_family(dev.p, t), "cuda-sm90");
-  run_pass(dev.p, false, &t);
-  if (HasFatalFailure()) return;
-  run_pass(dev.p, true, &t);
-  if (HasFatalFailure()) return;
-  expect_device_results(pr, dev, true);
-  EXPECT_EQ(rerun_backward_differences(dev, pr, 20, true, &t), 0);
-}
-
-INSTANTIATE_TEST_SUITE_P(Grid, GpuSm90BwdDet, ::testing::ValuesIn(sm90_bwd_det_cases()),
+INSTANTIATE_TEST_SUITE_P(Det, GpuSm90Bwd, ::testing::ValuesIn(sm90_bwd_det_cases()),
                          CaseTestName{});
 
 // With the knob on, what the first version does not serve goes to cuda-sm80 (its refusal named
