@@ -149,10 +149,7 @@ std::string sm90_fp8_fwd_refusal(const Params& p, const Context& ctx) {
   if (p.q_shift != 0) return "fp8 with q_shift";
   if (p.head_dim % 16 != 0 || sm90_kernel_head_dim(p.head_dim) == 0)
     return "fp8: head_dim must be a multiple of 16 up to 256";
-  if (p.seqlen_q > (int64_t(1) << 30) || p.seqlen_k > (int64_t(1) << 30)) return "seqlen > 2^30";
-  if (p.total_q >= (int64_t(1) << 31) || p.total_k >= (int64_t(1) << 31)) return "rows past 2^31";
-  if (work_tiles(p, pack_log2(p, ctx), 128) >= (int64_t(1) << 31))
-    return "more than 2^31 work tiles";
+  if (const char* why = size_refusal(p, ctx)) return why;
   // Q and K arrive by TMA (V through the pre-pass's 16-byte loads: check_forward's alignment).
   const MapExtents e = map_extents(p);
   if (!row_tiles_encodable(p.q, e.batch, e.rows_q, p.heads_q, p.head_dim))

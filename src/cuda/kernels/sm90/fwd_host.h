@@ -66,4 +66,14 @@ inline MapExtents map_extents(const Params& p) {
   return {p.batch, p.seqlen_q, p.seqlen_k};
 }
 
+// The size limits both sm90 forwards share (int32 coordinates in the kernels, the scheduler's
+// tile count): the reason, or nullptr when the call is within them.
+inline const char* size_refusal(const Params& p, const Context& ctx) {
+  if (p.seqlen_q > (int64_t(1) << 30) || p.seqlen_k > (int64_t(1) << 30)) return "seqlen > 2^30";
+  if (p.total_q >= (int64_t(1) << 31) || p.total_k >= (int64_t(1) << 31)) return "rows past 2^31";
+  if (work_tiles(p, pack_log2(p, ctx), 128) >= (int64_t(1) << 31))
+    return "more than 2^31 work tiles";
+  return nullptr;
+}
+
 }  // namespace fa::cuda::sm90_host

@@ -110,10 +110,7 @@ std::string sm90_fwd_refusal(const Params& p, const Context& ctx) {
   if (p.out.dtype == DType::F32) return "out.dtype=fp32 (cuda-sm80 writes it)";
   if (p.q_shift != 0) return "q_shift not yet";
   if (p.head_dim % 8 != 0 || sm90_kernel_head_dim(p.head_dim) == 0) return "head_dim";
-  if (p.seqlen_q > (int64_t(1) << 30) || p.seqlen_k > (int64_t(1) << 30)) return "seqlen > 2^30";
-  if (p.total_q >= (int64_t(1) << 31) || p.total_k >= (int64_t(1) << 31)) return "rows past 2^31";
-  if (work_tiles(p, pack_log2(p, ctx), 128) >= (int64_t(1) << 31))
-    return "more than 2^31 work tiles";
+  if (const char* why = size_refusal(p, ctx)) return why;
   // Q, K and V arrive by TMA: views it cannot map (a broadcast stride 0, a stride or address
   // that is not a multiple of 16 bytes) go to the sm80 family.
   const MapExtents e = map_extents(p);
