@@ -1,6 +1,7 @@
 // The CPU flash kernels' packed-B layout (src/cpu/tile.h), on the generic build's tile layer: the
 // loaders put element (k, n) at packed_index(k, n, K, N), and the packed GEMMs give the same bits
-// as gemm / gemm_at on the unpacked matrix (each element of C sums over k in the same order).
+// as gemm / gemm_at on the unpacked matrix (each element of C sums over k in the same order);
+// exp2_approx keeps its accuracy and edge cases.
 // The avx2 / avx512 builds share this code at other widths; the Grid/FlashCpu tests run them
 // end to end.
 #define FA_CPU_ISA generic
@@ -11,7 +12,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -99,6 +102,35 @@ TEST(CpuTile, PackedLoadersFollowPackedIndex) {
       ASSERT_EQ(qt[size_t(packed_index(c, r, d_pad, rows_pad))],
                 r < rows && c < d ? src[size_t(r * d + c)] * scale : 0.f)
           << "Q^T column " << c << " row " << r;
+}
+
+// exp2_approx (the softmax's exp): relative error < 2e-7 against the double 2^x over the range
+// that rounds to a normal 2^n, exactly 0 below it and at -inf, NaN kept, and the vector form
+// the same bits as the scalar one lane by lane.
+TEST(CpuTile, Exp2ApproxAccuracyAndEdges) {
+  std::vector<float> xs;
+  for (float x = -126.f; x <= 127.f; x += 0.0137f) xs.push_back(x);
+  for (float x : {-0.5f, 0.5f, -1.5f, 2.5f, 0.f, -0.f, 1e-30f, -1e-30f}) xs.push_back(x);
+  for (float x : xs) {
+    const double want = std::exp2(double(x));
+    ASSERT_LT(std::abs(double(exp2_approx(x)) - want) / want, 2e-7) << "x = " << x;
+  }
+  for (float x : {-126.6f, -127.f, -200.f, -1e30f, -std::numeric_limits<float>::infinity()})
+    EXPECT_EQ(exp2_approx(x), 0.f) << "x = " << x;
+  EXPECT_TRUE(std::isnan(exp2_approx(std::nanf(""))));
+  EXPECT_TRUE(std::isfinite(exp2_approx(std::numeric_limits<float>::infinity())));
+  xs.push_back(-std::numeric_limits<float>::infinity());
+  xs.push_back(-150.f);
+  while (xs.size() % kLanes) xs.push_back(0.25f);
+  for (size_t i = 0; i < xs.size(); i += kLanes) {
+    const fvec e = exp2_approx(vload(&xs[i]));
+    for (int l = 0; l < kLanes; ++l)
+      ASSERT_EQ(float_bits(e[l]), float_bits(exp2_approx(xs[i + size_t(l)])))
+          << "x = " << xs[i + size_t(l)];
+  }
+  fvec nan_lanes = vsplat(1.f);
+  nan_lanes[1] = std::nanf("");
+  EXPECT_TRUE(std::isnan(exp2_approx(nan_lanes)[1]));
 }
 
 }  // namespace

@@ -105,9 +105,10 @@ void gemm_at_packed_b(int64_t M, int64_t N, int64_t K, const float* __restrict A
                       const float* __restrict Bp, float* __restrict C, int64_t ldc,
                       bool accumulate);
 
-// 2^x with relative error < 2e-7, branch-free so that loops over it vectorise. x <= -126
-// (including -inf) gives exactly 0; x is clamped at 127. 2^x = 2^n * 2^f with n = round(x) and
-// f in [-0.5, 0.5], where 2^f = exp(f ln 2) is its Taylor series to degree 7 (remainder < 6e-9).
+// 2^x with relative error < 2e-7, branch-free so that loops over it vectorise. x < -126.5
+// (including -inf) gives exactly 0; x is clamped at 127; NaN stays NaN. 2^x = 2^n * 2^f with
+// n = round(x) and f in [-0.5, 0.5], where 2^f = exp(f ln 2) is its Taylor series to degree 7
+// (remainder < 6e-9).
 struct Exp2Poly {
   float c[8];
   constexpr Exp2Poly() : c{} {
@@ -120,25 +121,30 @@ struct Exp2Poly {
   }
 };
 constexpr Exp2Poly kExp2Poly{};
+// Rounding by addition: for |x| <= 2^22, x + 1.5 * 2^23 rounds x to the nearest integer n (ties
+// to even) and holds n in the low bits of its mantissa, two's complement, so that adding 127 to
+// its bits and shifting them into the exponent field gives 2^n: no float -> int conversion. Two
+// float adds and an integer add where a truncating conversion, its floor correction and the
+// conversion back took five instructions in every exp of the softmax.
+constexpr float kRoundMagic = 12582912.f;  // 1.5 * 2^23
 
 inline float exp2_approx(float x) {
-  x = x < -127.f ? -127.f : (x > 127.f ? 127.f : x);
-  const float shifted = x + 0.5f;
-  int n = int(shifted);             // truncates toward zero
-  n -= (float(n) > shifted) ? 1 : 0;  // floor(x + 0.5) = round(x)
-  const float f = x - float(n);
+  x = -127.f > x ? -127.f : x;  // a NaN x passes: the comparisons are false
+  x = 127.f < x ? 127.f : x;
+  const float rounded = x + kRoundMagic;
+  const float f = x - (rounded - kRoundMagic);
   float p = kExp2Poly.c[7];
 #pragma GCC unroll 7
   for (int i = 6; i >= 0; --i) p = p * f + kExp2Poly.c[i];
   // 2^n as bits; n = -127 gives a zero exponent field and hence 0.
-  const float scale = bits_float(uint32_t(n + 127) << 23);
+  const float scale = bits_float((float_bits(rounded) + 127u) << 23);
   return p * scale;
 }
 
 // kLanes fp32 lanes. Plain loops over exp2_approx do not vectorise (GCC keeps them scalar), so
 // the hot loops use this type.
 typedef float fvec __attribute__((vector_size(4 * FA_CPU_LANES)));
-typedef int32_t ivec __attribute__((vector_size(4 * FA_CPU_LANES)));
+typedef uint32_t uvec __attribute__((vector_size(4 * FA_CPU_LANES)));
 
 inline fvec vload(const float* p) {
   fvec v;
@@ -148,18 +154,40 @@ inline fvec vload(const float* p) {
 inline void vstore(float* p, fvec v) { std::memcpy(p, &v, sizeof v); }
 inline fvec vsplat(float x) { return fvec{} + x; }
 
+// a > x ? a : x and a < x ? a : x lane by lane, as x86's maxps / minps (a NaN x passes: they
+// return their second operand when either is NaN). GCC lowers the vector-extension selects to a
+// compare and a blend; the intrinsics are one instruction (AVX-512's masked form: the unmasked
+// one trips GCC 12's -Wmaybe-uninitialized inside its own header, as in convert_row).
+inline fvec vmax_keep_nan(fvec a, fvec x) {
+#if defined(__AVX512F__) && FA_CPU_LANES == 16
+  return fvec(_mm512_maskz_max_ps(__mmask16(0xffff), __m512(a), __m512(x)));
+#elif defined(__AVX__) && FA_CPU_LANES == 8
+  return fvec(_mm256_max_ps(__m256(a), __m256(x)));
+#else
+  return a > x ? a : x;
+#endif
+}
+inline fvec vmin_keep_nan(fvec a, fvec x) {
+#if defined(__AVX512F__) && FA_CPU_LANES == 16
+  return fvec(_mm512_maskz_min_ps(__mmask16(0xffff), __m512(a), __m512(x)));
+#elif defined(__AVX__) && FA_CPU_LANES == 8
+  return fvec(_mm256_min_ps(__m256(a), __m256(x)));
+#else
+  return a < x ? a : x;
+#endif
+}
+
 // exp2_approx on kLanes lanes, the same arithmetic lane by lane.
 inline fvec exp2_approx(fvec x) {
-  const fvec lo = vsplat(-127.f), hi = vsplat(127.f);
-  x = x < lo ? lo : x;
-  x = x > hi ? hi : x;
-  const fvec shifted = x + 0.5f;
-  ivec n = __builtin_convertvector(shifted, ivec);        // truncates toward zero
-  n += __builtin_convertvector(n, fvec) > shifted;        // true is -1: floor
-  const fvec f = x - __builtin_convertvector(n, fvec);
+  x = vmax_keep_nan(vsplat(-127.f), x);
+  x = vmin_keep_nan(vsplat(127.f), x);
+  const fvec rounded = x + kRoundMagic;
+  const fvec f = x - (rounded - kRoundMagic);
   fvec p = vsplat(kExp2Poly.c[7]);
   for (int i = 6; i >= 0; --i) p = p * f + kExp2Poly.c[i];
-  const ivec bits = (n + 127) << 23;
+  uvec bits;
+  std::memcpy(&bits, &rounded, sizeof bits);
+  bits = (bits + 127u) << 23;
   fvec scale;
   std::memcpy(&scale, &bits, sizeof scale);
   return p * scale;
