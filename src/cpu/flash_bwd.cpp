@@ -32,41 +32,42 @@ namespace {
 struct BackwardScratch {
   float* dq_acc;   // (pad_rows(seqlen_q), dp)  dQ / softmax_scale, whole sequence
   float* delta;    // (pad_rows(seqlen_q))      D_i = rowsum(dO_i * O_i)
-  float* kp;       // (kBlockN, dp) packed      K: dQ += dS K's B
-  float* dk;       // (kBlockN, dp)             dK accumulator of the key block (final scale)
-  float* dv;       // (kBlockN, dp)             dV accumulator of the key block
-  float* ktp;      // (dp, kBlockN) packed      Kᵀ: S = (scale Q) Kᵀ's B
-  float* vtp;      // (dp, kBlockN) packed      Vᵀ: dP = dO Vᵀ's B
+  float* kp;       // (bn, dp)      packed      K: dQ += dS K's B
+  float* dk;       // (bn, dp)                  dK accumulator of the key block (final scale)
+  float* dv;       // (bn, dp)                  dV accumulator of the key block
+  float* ktp;      // (dp, bn)      packed      Kᵀ: S = (scale Q) Kᵀ's B
+  float* vtp;      // (dp, bn)      packed      Vᵀ: dP = dO Vᵀ's B
   float* q;        // (pad_rows(seqlen_q), dp)  Q * softmax_scale, whole sequence (S's A)
   float* dout;     // (pad_rows(seqlen_q), dp)  dO, whole sequence (dP's A)
   float* qp;       // (pad_rows(seqlen_q), dp)  the same as packed_query_block()s: dK's B
   float* doutp;    // (pad_rows(seqlen_q), dp)  the same for dO: dV's B
   float* o_row;    // (dp)                      a row of O (for D)
-  float* p;        // (kBlockM, kBlockN)        logits, then P
-  float* keep;     // (kBlockM, kBlockN)        dropout factor: 0 (dropped) or 1 / (1 - p)
-  float* ds;       // (kBlockM, kBlockN)        dP, then dS
-  float* slope;    // (kBlockM, kBlockN)        d logit / d (scale q·k): softcap's 1 - tanh²
-  float* pkeep;    // (kBlockM, kBlockN)        P * keep (dropout only)
+  float* p;        // (kBlockM, bn)             logits, then P
+  float* keep;     // (kBlockM, bn)             dropout factor: 0 (dropped) or 1 / (1 - p)
+  float* ds;       // (kBlockM, bn)             dP, then dS
+  float* slope;    // (kBlockM, bn)             d logit / d (scale q·k): softcap's 1 - tanh²
+  float* pkeep;    // (kBlockM, bn)             P * keep (dropout only)
   float* lse;      // (kBlockM)
 
-  BackwardScratch(Arena& a, int64_t rows_q, int64_t dp) {
+  // bn: the call's keys per step (backward_block_n), as backward_thread_bytes sizes them.
+  BackwardScratch(Arena& a, int64_t rows_q, int64_t dp, int64_t bn) {
     dq_acc = a.floats(rows_q * dp);
     delta = a.floats(rows_q);
-    kp = a.floats(kBlockN * dp);
-    dk = a.floats(kBlockN * dp);
-    dv = a.floats(kBlockN * dp);
-    ktp = a.floats(dp * kBlockN);
-    vtp = a.floats(dp * kBlockN);
+    kp = a.floats(bn * dp);
+    dk = a.floats(bn * dp);
+    dv = a.floats(bn * dp);
+    ktp = a.floats(dp * bn);
+    vtp = a.floats(dp * bn);
     q = a.floats(rows_q * dp);
     dout = a.floats(rows_q * dp);
     qp = a.floats(rows_q * dp);
     doutp = a.floats(rows_q * dp);
     o_row = a.floats(dp);
-    p = a.floats(kBlockM * kBlockN);
-    keep = a.floats(kBlockM * kBlockN);
-    ds = a.floats(kBlockM * kBlockN);
-    slope = a.floats(kBlockM * kBlockN);
-    pkeep = a.floats(kBlockM * kBlockN);
+    p = a.floats(kBlockM * bn);
+    keep = a.floats(kBlockM * bn);
+    ds = a.floats(kBlockM * bn);
+    slope = a.floats(kBlockM * bn);
+    pkeep = a.floats(kBlockM * bn);
     lse = a.floats(kBlockM);
   }
 };
@@ -112,6 +113,7 @@ void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink
   const Sequence sq = p.sequence(b);
   const int64_t d = p.head_dim, dp = pad_cols(d);
   const int64_t hk = h / p.group();
+  const int64_t bn = backward_block_n(p);  // keys per step, as the scratch was sized
   const int64_t kv_head_out = sink.dk_partial ? h : hk;  // partials are per query head
   const Visibility vis{sq.diag, p.window_left, p.window_right};
   const Logit<float> logit{p.softcap, p.alibi_slope(b, h), sq.diag};
@@ -144,18 +146,18 @@ void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink
   pack_query_blocks(w.dout, sq.len_q, dp, w.doutp);
   std::fill(w.dq_acc, w.dq_acc + pad_rows(sq.len_q) * dp, 0.f);
 
-  for (int64_t n0 = 0; n0 < sq.len_k; n0 += kBlockN) {
-    const int64_t cols = std::min(kBlockN, sq.len_k - n0);
-    std::fill(w.dk, w.dk + kBlockN * dp, 0.f);
-    std::fill(w.dv, w.dv + kBlockN * dp, 0.f);
+  for (int64_t n0 = 0; n0 < sq.len_k; n0 += bn) {
+    const int64_t cols = std::min(bn, sq.len_k - n0);
+    std::fill(w.dk, w.dk + bn * dp, 0.f);
+    std::fill(w.dv, w.dv + bn * dp, 0.f);
     const int64_t row_begin = vis.row_begin(n0, sq.len_q);
     const int64_t row_end = vis.row_end(n0 + cols, sq.len_q);
     if (row_begin < row_end) {
       const auto k_row = [&](int64_t r) { return p.k.at<T>(b, sq.k_start + n0 + r, hk); };
       const auto v_row = [&](int64_t r) { return p.v.at<T>(b, sq.k_start + n0 + r, hk); };
-      load_rows_packed<T>(k_row, cols, kBlockN, d, dp, 1.f, w.kp);
-      load_rows_t_packed<T>(k_row, cols, kBlockN, d, dp, 1.f, w.ktp);
-      load_rows_t_packed<T>(v_row, cols, kBlockN, d, dp, 1.f, w.vtp);
+      load_rows_packed<T>(k_row, cols, bn, d, dp, 1.f, w.kp);
+      load_rows_t_packed<T>(k_row, cols, bn, d, dp, 1.f, w.ktp);
+      load_rows_t_packed<T>(v_row, cols, bn, d, dp, 1.f, w.vtp);
     }
     // No query row sees the block when row_begin == row_end (reachable with a q_shift that moves
     // every query past it: found by the fuzzer, dQ read the unloaded K tile): its dK, dV are 0.
@@ -172,58 +174,58 @@ void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink
       for (int64_t r = 0; r < rows_pad; ++r)
         w.lse[r] = r < rows ? p.lse.at(b, h, sq.q_start + m0 + r) : kNegInf;
 
-      // S (rows_pad, kBlockN) = (scale Q) Kᵀ, then logits and P = exp(logit - lse).
-      gemm_packed_b(rows_pad, kBlockN, dp, q, dp, w.ktp, w.p, kBlockN, false);
+      // S (rows_pad, bn) = (scale Q) Kᵀ, then logits and P = exp(logit - lse).
+      gemm_packed_b(rows_pad, bn, dp, q, dp, w.ktp, w.p, bn, false);
       if (transform)
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t j = 0; j < cols; ++j) {
-            float* s = w.p + r * kBlockN + j;
-            *s = logit(*s, m0 + r, n0 + j, w.slope + r * kBlockN + j);
+            float* s = w.p + r * bn + j;
+            *s = logit(*s, m0 + r, n0 + j, w.slope + r * bn + j);
           }
-      if (biased) add_bias(p.bias, b, h, m0, rows, bias_key0 + n0, cols, w.p, kBlockN);
-      const bool masked = cols < kBlockN || rows < kBlockM ||
+      if (biased) add_bias(p.bias, b, h, m0, rows, bias_key0 + n0, cols, w.p, bn);
+      const bool masked = cols < bn || rows < kBlockM ||
                           !vis.block_unmasked(m0, m0 + rows, n0, n0 + cols);
       for (int64_t r = 0; r < rows_pad; ++r) {
-        float* s = w.p + r * kBlockN;
+        float* s = w.p + r * bn;
         // A row with no visible key (lse = -inf) has P = 0: use 0 so that exp gives 0, not NaN.
         const bool row_empty = w.lse[r] == kNegInf;
         const float lse = row_empty ? 0.f : w.lse[r];
         if (masked)
-          for (int64_t j = 0; j < kBlockN; ++j)
+          for (int64_t j = 0; j < bn; ++j)
             if (row_empty || j >= cols || !vis.visible(m0 + r, n0 + j)) s[j] = kNegInf;
-        exp_shifted(s, kBlockN, lse);
-        if (row_empty) std::fill(s, s + kBlockN, 0.f);
+        exp_shifted(s, bn, lse);
+        if (row_empty) std::fill(s, s + bn, 0.f);
       }
       // The forward's P·V saw P * keep: regenerate the keep-mask (the forward stored none).
       const float* pv = w.p;  // what P·V saw: P, or P * keep
       if (dropout) {
-        std::fill(w.keep, w.keep + rows_pad * kBlockN, 0.f);
+        std::fill(w.keep, w.keep + rows_pad * bn, 0.f);
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t j = 0; j < cols; j += DropoutStream::kCols) {
             const uint32_t bits = drop.keep_row32(bh, uint32_t(m0 + r), uint32_t(n0 + j));
             for (int64_t t = 0; t < int64_t(DropoutStream::kCols) && j + t < cols; ++t)
-              w.keep[r * kBlockN + j + t] = (bits >> t) & 1u ? drop.keep_scale : 0.f;
+              w.keep[r * bn + j + t] = (bits >> t) & 1u ? drop.keep_scale : 0.f;
           }
-        for (int64_t e = 0; e < rows_pad * kBlockN; ++e) w.pkeep[e] = w.p[e] * w.keep[e];
+        for (int64_t e = 0; e < rows_pad * bn; ++e) w.pkeep[e] = w.p[e] * w.keep[e];
         pv = w.pkeep;
       }
 
-      // dV (kBlockN, dp) += (P * keep)ᵀ dO
-      gemm_at_packed_b(kBlockN, dp, rows_pad, pv, kBlockN, doutp, w.dv, dp, true);
-      // dP (rows_pad, kBlockN) = dO Vᵀ
-      gemm_packed_b(rows_pad, kBlockN, dp, dout, dp, w.vtp, w.ds, kBlockN, false);
+      // dV (bn, dp) += (P * keep)ᵀ dO
+      gemm_at_packed_b(bn, dp, rows_pad, pv, bn, doutp, w.dv, dp, true);
+      // dP (rows_pad, bn) = dO Vᵀ
+      gemm_packed_b(rows_pad, bn, dp, dout, dp, w.vtp, w.ds, bn, false);
       // dS = P * (dP * keep - D) * d logit/dx   (x = scale q·k)
       for (int64_t r = 0; r < rows_pad; ++r) {
         const float dr = r < rows ? w.delta[m0 + r] : 0.f;
-        float* ds = w.ds + r * kBlockN;
-        const float* pr = w.p + r * kBlockN;
+        float* ds = w.ds + r * bn;
+        const float* pr = w.p + r * bn;
         if (dropout) {
-          const float* keep = w.keep + r * kBlockN;
+          const float* keep = w.keep + r * bn;
 #pragma omp simd
-          for (int64_t j = 0; j < kBlockN; ++j) ds[j] = pr[j] * (ds[j] * keep[j] - dr);
+          for (int64_t j = 0; j < bn; ++j) ds[j] = pr[j] * (ds[j] * keep[j] - dr);
         } else {
 #pragma omp simd
-          for (int64_t j = 0; j < kBlockN; ++j) ds[j] = pr[j] * (ds[j] - dr);
+          for (int64_t j = 0; j < bn; ++j) ds[j] = pr[j] * (ds[j] - dr);
         }
         // d loss / d bias = d loss / d logit: dS before softcap's factor.
         if (dbias && r < rows) {
@@ -235,14 +237,14 @@ void backward_head(const Params& p, const BackwardScratch& w, const KvSink& sink
           }
         }
         if (softcap && r < rows) {
-          const float* sl = w.slope + r * kBlockN;
+          const float* sl = w.slope + r * bn;
           for (int64_t j = 0; j < cols; ++j) ds[j] *= sl[j];
         }
       }
       // dQ (rows, dp) += dS K    (times softmax_scale when written)
-      gemm_packed_b(rows_pad, dp, kBlockN, w.ds, kBlockN, w.kp, w.dq_acc + m0 * dp, dp, true);
-      // dK (kBlockN, dp) += dSᵀ (scale Q)   (times softmax_scale when written: x = scale q·k)
-      gemm_at_packed_b(kBlockN, dp, rows_pad, w.ds, kBlockN, qp, w.dk, dp, true);
+      gemm_packed_b(rows_pad, dp, bn, w.ds, bn, w.kp, w.dq_acc + m0 * dp, dp, true);
+      // dK (bn, dp) += dSᵀ (scale Q)   (times softmax_scale when written: x = scale q·k)
+      gemm_at_packed_b(bn, dp, rows_pad, w.ds, bn, qp, w.dk, dp, true);
     }
     sink.write(p, b, kv_head_out, sq.k_start + n0, cols, w.dk, w.dv, dp);
   }
@@ -290,7 +292,7 @@ void backward(const Params& p, void* workspace, size_t bytes, int threads) {
   {
     Arena arena(workspace, bytes);
     arena.skip(shared_used + per_thread * size_t(omp_get_thread_num()));
-    const BackwardScratch w(arena, pad_rows(p.seqlen_q), pad_cols(p.head_dim));
+    const BackwardScratch w(arena, pad_rows(p.seqlen_q), pad_cols(p.head_dim), backward_block_n(p));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t b = t / p.heads_q, h = t % p.heads_q;

@@ -13,9 +13,10 @@
 
 namespace fa::cpu {
 
-// 64 x 64 tiles: at d = 64 each of Q, K, V, S and O is 16 KB, so a task's working set (~100 KB)
-// stays in a 512 KB L2 with room for the next tile; at d = 256 it is ~330 KB, still in L2.
-constexpr int64_t kBlockM = 64;  // query rows per backward step
+// Query rows per backward step (its keys: backward_block_n, 64 or 128). A step's query-side
+// tiles (Q, dO, dQ: 64 x d) are 16 KB each at d = 64; the key block's K, Kᵀ, Vᵀ, dK, dV and the
+// (64 x keys) tiles stay in a 512 KB L2 up to d = 128 with 128 keys, and at d = 256 with 64.
+constexpr int64_t kBlockM = 64;
 // The forward's query rows per block (a task holds up to kFwdMaxBlocksPerTask of them): Sᵀ's
 // width, and the rows whose softmax statistics one pass over a key tile updates.
 constexpr int64_t kFwdBlockM = 128;
@@ -56,14 +57,21 @@ inline int forward_blocks_per_task(const Params& p, int threads) {
 // than kFwdBlockM, so that the 64 rows a micro-kernel panel walks down are not 512 bytes apart
 // (which maps them all into 8 of a 32 KB 8-way L1's 64 sets).
 constexpr int64_t kFwdLd = kFwdBlockM + 16;
-constexpr int64_t kBlockN = 64;  // keys per step of the backward's inner loop
+// Keys per step of the backward's inner loop, the most: see backward_block_n, below.
+constexpr int64_t kBlockN = 128;
+// Keys per backward step under a causal mask or a window, and above d 128 (backward_block_n). A
+// step whose tile straddles the diagonal still computes all of it, and 128 keys doubled that
+// waste (the fp32 d 64 s 512 and d 128 s 1024 causal backwards 5-12% slower than with 64, Zen 3,
+// one thread's CPU time; issue 34).
+constexpr int64_t kBlockNWindowed = 64;
 // Keys per step of the forward: O += P V's depth. Each step reads and writes every block's O
 // (64 KB at d 128, from L2) and rescales it where a row's max moved; 128 keys halve that per
 // FLOP against 64. Sᵀ (128 x kFwdLd) is 74 KB, K and V 64 KB each at d 128: in a 512 KB L2.
 constexpr int64_t kFwdBlockN = 128;
 static_assert(kFwdBlockN % DropoutStream::kCols == 0, "key tiles are whole dropout blocks");
 // The dropout mask is drawn a block's columns at a time (DropoutStream::keep_row32, aligned).
-static_assert(kBlockN % DropoutStream::kCols == 0, "key tiles are whole dropout blocks");
+static_assert(kBlockN % DropoutStream::kCols == 0 && kBlockNWindowed % DropoutStream::kCols == 0,
+              "key tiles are whole dropout blocks");
 // Tiles are padded to 16 columns (one vector of the widest build's micro-kernel, see tile.h) and
 // 4 rows (its narrowest row band).
 constexpr int64_t kPadCols = 16;
@@ -71,6 +79,19 @@ constexpr int64_t kPadRows = 4;
 
 constexpr int64_t pad_cols(int64_t x) { return (x + kPadCols - 1) / kPadCols * kPadCols; }
 constexpr int64_t pad_rows(int64_t x) { return (x + kPadRows - 1) / kPadRows * kPadRows; }
+
+// Keys per step of the backward. Each step reads every query block's Q, dO (each row-major and
+// packed) and dQ accumulator: five seqlen_q x d fp32 matrices, 5 MB at d 128 s 2048, that leave a
+// 512 KB L2 and are read again for every key block. 128 keys halve those sweeps (and dQ += dS K's
+// C loads and stores) against 64 while the key block's own K, Kᵀ, Vᵀ, dK, dV (5 x 64 KB at
+// d 128) stay in L2: the fp32 d 128 s 2048 full-mask backward ran 10-14% faster (Zen 3, one
+// thread's CPU time; issue 34). Above d 128 those five are 640 KB: bf16 d 256 s 512 ran 3-4%
+// slower with 128 keys (d 256 s 1024 8% faster, one run), so d > 128 keeps 64, as do causal and
+// windowed calls (kBlockNWindowed).
+inline int64_t backward_block_n(const Params& p) {
+  const bool every_key_visible = p.window_left < 0 && p.window_right < 0;
+  return every_key_visible && pad_cols(p.head_dim) <= 128 ? kBlockN : kBlockNWindowed;
+}
 
 // Bump allocator over a caller-provided buffer; blocks are cache-line aligned.
 class Arena {
@@ -122,15 +143,15 @@ inline Checked forward_thread_bytes(const Params& p) {
 // sequence (the real one of a packed batch: validate reads it from cu_seqlens), not a caller's
 // claim.
 inline Checked backward_thread_bytes(const Params& p) {
-  const int64_t dp = pad_cols(p.head_dim);
+  const int64_t dp = pad_cols(p.head_dim), bn = backward_block_n(p);
   const Checked rows = (Checked(p.seqlen_q) + (kPadRows - 1)).round_down(kPadRows);  // pad_rows
   auto block = Arena::checked_block_bytes;
   return block(rows * dp) * 5              // dQ accumulator; Q (scaled), dO, each also packed
          + block(rows)                     // D = rowsum(dO * O)
-         + block(kBlockN * dp) * 3         // K packed, dK, dV
-         + block(dp * kBlockN) * 2         // Kt, Vt packed
+         + block(bn * dp) * 3              // K packed, dK, dV
+         + block(dp * bn) * 2              // Kt, Vt packed
          + block(dp)                       // a row of O
-         + block(kBlockM * kBlockN) * 5    // S->P, keep, dP->dS, softcap slope, P * keep
+         + block(kBlockM * bn) * 5         // S->P, keep, dP->dS, softcap slope, P * keep
          + block(kBlockM);                 // lse of the block
 }
 
