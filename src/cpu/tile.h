@@ -331,6 +331,7 @@ void load_rows_t_packed(const RowAt& src, int64_t rows, int64_t rows_pad, int64_
   constexpr int64_t kChunk = 64;  // a row converted a chunk at a time, then scattered
   float row[kChunk];
   for (int64_t r = 0; r < rows; ++r) {
+    if (r + kPrefetchRows < rows) prefetch_row(src(r + kPrefetchRows), d);  // as in load_rows
     const T* in = src(r);
     const int64_t j = packed_panel(r, rows_pad), w = packed_width(j, rows_pad);
     float* out = dst + j * d_pad + (r - j);  // element (c, r) at out[c w]
