@@ -41,7 +41,7 @@ int64_t elem_bytes(const View& v) { return v.dtype == DType::E4M3 ? 1 : 2; }
 
 RowStrides row_strides(const View& v, int64_t batch, int64_t rows, int64_t heads) {
   const int64_t es = elem_bytes(v), sh = v.stride_h * es, ss = v.stride_s * es;
-  return {sh, ss, batch > 1 ? v.stride_b * 2 : ss * rows + sh * heads};
+  return {sh, ss, batch > 1 ? v.stride_b * es : ss * rows + sh * heads};
 }
 
 }  // namespace
