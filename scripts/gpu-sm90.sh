@@ -111,7 +111,7 @@ case $mode in
     bld base 6 1 -DFA_TUNING_SM90_BWD=1 &
     bld m128 6 1 -DFA_TUNING_SM90_BWD=1 -DFA_TUNING_SM90_BWD_D64_BLOCK_M=128 &
     bld ovl0 2 0 -DFA_TUNING_SM90_BWD=1 -DFA_TUNING_SM90_BWD_OVERLAP=0 &
-    bld sm80 2 0 &
+    bld sm80 2 0 -DFA_TUNING_SM90_BWD=0 &
     wait
     echo "builds: $(( $(date +%s) - t0 ))s; wgmma serialized (C7512 / C7515 / C7520): $(cat "$out"/build-*.log | grep -cE 'C7512|C7515|C7520')"
     tests=./build-sm90bwd-base/tests/fa_tests

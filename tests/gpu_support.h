@@ -189,7 +189,7 @@ inline std::string family_of(const fa_params& p, Pass pass, const Tuning& tuning
 }
 
 // The tiled flash families, one of which a plain call on a GPU runs: cuda-sm90 forwards on an
-// sm90 device (with sm_90a code and views TMA can map), cuda-sm80 elsewhere and for backwards.
+// sm90 device (with sm_90a code and views TMA can map) and its d 128 backwards, cuda-sm80 elsewhere.
 inline bool is_flash_family(const std::string& family) {
   return family == "cuda-sm80" || family == "cuda-sm90";
 }

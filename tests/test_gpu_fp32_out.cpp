@@ -33,7 +33,7 @@ std::vector<double> round_to(fa_dtype dt, const std::vector<double>& x) {
 Tuning sm80_only() {
   Tuning t;
   t.sm90_fwd = false;
-  t.sm90_bwd = false;
+  t.sm90_bwd = 0;
   return t;
 }
 

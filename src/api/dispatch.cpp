@@ -87,11 +87,11 @@ struct CudaRow {
 };
 
 // cuda-sm90 (Hopper-native: TMA, wgmma, warp specialisation) is in play on an sm90 device for
-// forwards with Tuning::sm90_fwd on and for backwards with Tuning::sm90_bwd on (issue 28; off by
-// default until its first GPU run).
+// forwards with Tuning::sm90_fwd on and for backwards with Tuning::sm90_bwd non-zero (issue 28;
+// sm90_bwd_refusal applies its default's choice).
 bool sm90_applies(const Params&, Pass pass, const Context& ctx) {
   if (ctx.device.major != 9 || ctx.tuning.sm75) return false;
-  return pass == Pass::Forward ? ctx.tuning.sm90_fwd : ctx.tuning.sm90_bwd;
+  return pass == Pass::Forward ? ctx.tuning.sm90_fwd : ctx.tuning.sm90_bwd != 0;
 }
 // cuda-kvcache is in play for forwards with a KV cache's fields or num_splits > 1 (the other
 // CUDA families refuse those), and for every forward under Tuning::kvcache_all.

@@ -22,7 +22,7 @@
 #define FA_TUNING_SM90_FWD 1
 #endif
 #ifndef FA_TUNING_SM90_BWD
-#define FA_TUNING_SM90_BWD 0
+#define FA_TUNING_SM90_BWD 2
 #endif
 #ifndef FA_TUNING_SM90_FWD_SCHEDULE
 #define FA_TUNING_SM90_FWD_SCHEDULE 2
@@ -119,11 +119,12 @@ struct Tuning {
   // The Hopper-native forward family (cuda-sm90) takes the calls it serves on sm90 (on by
   // default; off sends every forward to cuda-sm80, as before the family).
   bool sm90_fwd = FA_TUNING_SM90_FWD != 0;
-  // cuda-sm90 takes the backwards it serves on sm90 (kernels/sm90/bwd_kernel.cuh: fp16 / bf16, d
-  // 64 / 128, full or causal, fixed-length batches). Off by default: its tests pass on the H200
-  // (tests/test_gpu_sm90_bwd.cpp turns it on), but its first version is 1.10-1.16x cuda-sm80 at
-  // d 128 and 0.79-0.88x at d 64 (docs/cuda-kernels.md); off, cuda-sm80 runs every backward.
-  bool sm90_bwd = FA_TUNING_SM90_BWD != 0;
+  // Which backwards cuda-sm90 takes on sm90 (kernels/sm90/bwd_kernel.cuh serves fp16 / bf16, d 64
+  // / 128, fixed-length and packed batches): 0 none (cuda-sm80 runs every backward), 1 every one
+  // it serves (the tests' setting), 2 (the default) those where it measured faster than cuda-sm80:
+  // kernel head dim 128 outside the deterministic mode (H100, 2026-12-08: 1.06-1.17x cuda-sm80 at
+  // d 128, 0.84-0.89x at d 64; its deterministic mode 1.4-1.6x its default at d 128).
+  int sm90_bwd = FA_TUNING_SM90_BWD;
   // cuda-sm90's consumer schedule, each a lever on the previous (sm90/fwd_kernel.cuh, Schedule):
   // 0 one key tile at a time (the ablation's baseline, and a reference when debugging), 1 the
   // intra-warpgroup overlap, 2 overlap and ping-pong between the two consumer warpgroups.

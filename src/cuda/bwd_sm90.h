@@ -1,7 +1,8 @@
 // The Hopper-native backward (src/cuda/kernels/sm90/bwd_kernel.cuh, issue 28) as the CUDA
 // backend sees it: which calls it serves, its workspace and its launch. It is the backward pass
-// of the cuda-sm90 registry row (api/dispatch.cpp), in play only where Tuning::sm90_bwd is on:
-// off by default until it has passed on a GPU (tests/test_gpu_sm90_bwd.cpp turns it on). Built
+// of the cuda-sm90 registry row (api/dispatch.cpp), in play where Tuning::sm90_bwd is non-zero:
+// by default (2) at head dim 128 outside the deterministic mode, where it measured faster than
+// cuda-sm80 (core/tuning.h); tests/test_gpu_sm90_bwd.cpp sets 1, every call it serves. Built
 // with the other backward kernels (FA_CUDA_BACKWARD).
 #pragma once
 

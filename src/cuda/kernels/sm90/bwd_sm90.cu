@@ -124,13 +124,18 @@ void run(const Params& p, const Context& ctx, void* ws, cudaStream_t stream) {
 }  // namespace
 
 std::string sm90_bwd_refusal(const Params& p, const Context& ctx) {
-  if (!ctx.tuning.sm90_bwd) return "off (Tuning::sm90_bwd)";
+  if (ctx.tuning.sm90_bwd == 0) return "off (Tuning::sm90_bwd)";
   if (ctx.device.major != 9) return "needs an sm90 device";  // (the registry row checks both first)
   if (!built_for_sm90a()) return "this build has no sm_90a code (FA_ARCHS)";
   if (p.dtype != DType::BF16 && p.dtype != DType::F16) return "fp16 / bf16 only";
   if (p.dq.dtype == DType::F32 || p.dk.dtype == DType::F32) return "fp32 dq / dk / dv";
   if (p.head_dim != 64 && p.head_dim != 128)
     return "backward head_dim " + std::to_string(p.head_dim) + " (64 and 128 only, first version)";
+  // The default (2): where it measured faster than cuda-sm80 (core/tuning.h).
+  if (ctx.tuning.sm90_bwd == 2 && p.head_dim != 128)
+    return "head_dim " + std::to_string(p.head_dim) + ": cuda-sm80 is faster (Tuning::sm90_bwd 2)";
+  if (ctx.tuning.sm90_bwd == 2 && p.deterministic)
+    return "deterministic: cuda-sm80's mode is cheaper (Tuning::sm90_bwd 2)";
   if (p.deterministic && !FA_TUNING_SM90_BWD_DQ_BULK)
     return "deterministic backward with FA_TUNING_SM90_BWD_DQ_BULK=0";
   if (p.q_shift != 0) return "q_shift not yet";
