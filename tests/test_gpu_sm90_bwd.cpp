@@ -1,15 +1,16 @@
 // The Hopper-native backward (cuda-sm90's backward pass, src/cuda/kernels/sm90/bwd_kernel.cuh,
-// issue 28) on an sm90 GPU, with Tuning::sm90_bwd 1 (every backward it serves; the default 2
-// takes d 128 outside the deterministic mode only; the tests set it themselves): every grid case must be taken by cuda-sm90 (asserted through the registry) and
-// its dq / dk / dv must match the fp64 reference by FlashAttention's rule (3x the naive
-// low-precision error + 1e-4), gradients and workspace poisoned, fresh inputs, the forward
-// before it the default one. What it does not serve yet (other head dims, the deterministic
-// mode, views TMA cannot map) goes to cuda-sm80 with the knob on,
-// and with the knob 0 no backward goes to cuda-sm90. Skipped without an sm90 GPU, in a build
-// without sm_90a code or without backward kernels. Sm90BwdLayout checks the kernel's dQ
-// accumulator order on the host (every build). The grid passed on the H200 at 86e7510 (39
-// tests); its window, softcap, ALiBi, dropout and packed-batch cases came later, written without
-// a GPU, and have not yet run.
+// issue 28) on an sm90 GPU, with Tuning::sm90_bwd 1 (every backward it serves; the default 2 takes
+// d 128 outside the deterministic mode only; the tests set it themselves): every grid case must be
+// taken by cuda-sm90 (asserted through the registry) and its dq / dk / dv must match the fp64
+// reference by FlashAttention's rule (3x the naive low-precision error + 1e-4), gradients and
+// workspace poisoned, fresh inputs, the forward before it the default one. What it does not serve
+// yet (other head dims, the deterministic mode, views TMA cannot map) goes to cuda-sm80 with the
+// knob on, and with the knob 0 no backward goes to cuda-sm90. Skipped without an sm90 GPU, in a
+// build without sm_90a code or without backward kernels. Sm90BwdLayout checks the kernel's dQ
+// accumulator order on the host (every build). The grid passed on the H200 at 86e7510 (39 tests);
+// its window, softcap, ALiBi, dropout and packed-batch cases passed on an H100 at a127dfd, and the
+// grid with the overlapped schedule and the deterministic cases at 6b6e123 (there one deterministic
+// d 64 case missed the rule on dK by 5%).
 #include <gtest/gtest.h>
 
 #include <string>
