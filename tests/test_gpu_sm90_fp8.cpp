@@ -121,11 +121,15 @@ TEST(Sm90Fp8Layout, PackedBlocksDoNotOverlap) {
 #ifdef FA_TEST_CUDA
 
 // Out by the rule against the naive fp8 baseline (2x its error + 1e-5). The LSE by the rule
-// against the fp32 baseline with kLseSlack more: Hopper's fp8 tensor cores add Q·Kᵀ's products
-// with about 14 mantissa bits rather than fp32's 24 (DeepSeek-V3's report measures this on the
-// H800), which no CPU baseline here models; at d <= 256 that moves a logit, and so the LSE, by
-// well under 1e-3, while a wrong layout or scale moves it by O(1). Prints both errors.
-constexpr double kLseSlack = 1e-3;
+// against the fp32 baseline with a slack for Hopper's fp8 tensor cores, which no CPU baseline
+// here models: within each k32 wgmma step the products and the accumulator are aligned to the
+// largest exponent among them and each term is cut toward zero about 13 bits below it, so a
+// logit moves by a few 2^-13 of the row's largest |logit|. A host emulation of that rule on the
+// first GPU run's inputs reproduced its LSE errors (0.027 at d 128 and 0.034 at d 256, causal
+// 1537 x 2049 with logits near 35; 3e-4 and 5e-4 where the descales made the logits ~8x smaller),
+// at most 7.2 x 2^-13 of the largest |LSE|: the slack is twice that (2e-3 ~ 16 x 2^-13) plus 1e-3,
+// while a wrong layout or scale moves the LSE by O(1). Prints both errors.
+constexpr double kLseSlack = 1e-3, kLseSlackPerLogit = 2e-3;
 
 void expect_fp8_results(Problem& pr, const DeviceProblem& dev) {
   dev.out.copy_to(pr.out);
@@ -134,7 +138,8 @@ void expect_fp8_results(Problem& pr, const DeviceProblem& dev) {
   const Dense ref = reference(pr, false, false);
   const Dense naive = reference(pr, true, false, /*round_p=*/true);  // P rounded to e4m3
   expect_rule("out", got.out, ref.out, naive.out, 2, 1e-5);
-  expect_rule("lse", got.lse, ref.lse, naive.lse, 2, 1e-5 + kLseSlack);
+  expect_rule("lse", got.lse, ref.lse, naive.lse, 2,
+              1e-5 + kLseSlack + kLseSlackPerLogit * max_abs(ref.lse));
   std::printf("[ fp8 sm90 ] %s: out %.3g (naive fp8 %.3g), lse %.3g (naive %.3g)\n",
               pr.c.name().c_str(), max_abs_diff(got.out, ref.out), max_abs_diff(naive.out, ref.out),
               max_abs_diff(got.lse, ref.lse), max_abs_diff(naive.lse, ref.lse));
