@@ -87,10 +87,16 @@ constexpr int64_t pad_rows(int64_t x) { return (x + kPadRows - 1) / kPadRows * k
 // d 128) stay in L2: the fp32 d 128 s 2048 full-mask backward ran 10-14% faster (Zen 3, one
 // thread's CPU time; issue 34). Above d 128 those five are 640 KB: bf16 d 256 s 512 ran 3-4%
 // slower with 128 keys (d 256 s 1024 8% faster, one run), so d > 128 keeps 64, as do causal and
-// windowed calls (kBlockNWindowed).
+// windowed calls (kBlockNWindowed), and calls whose five query-side matrices fit in L2 (nothing
+// to save there, and the larger tiles would only add scratch: at s 96, d 32 more than the
+// standard attention's workspace).
+constexpr int64_t kL2Bytes = 512 * 1024;
 inline int64_t backward_block_n(const Params& p) {
   const bool every_key_visible = p.window_left < 0 && p.window_right < 0;
-  return every_key_visible && pad_cols(p.head_dim) <= 128 ? kBlockN : kBlockNWindowed;
+  const int64_t query_side = 5 * pad_rows(p.seqlen_q) * pad_cols(p.head_dim) * int64_t(sizeof(float));
+  return every_key_visible && pad_cols(p.head_dim) <= 128 && query_side > kL2Bytes
+             ? kBlockN
+             : kBlockNWindowed;
 }
 
 // Bump allocator over a caller-provided buffer; blocks are cache-line aligned.
