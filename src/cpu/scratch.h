@@ -93,8 +93,9 @@ constexpr int64_t pad_rows(int64_t x) { return (x + kPadRows - 1) / kPadRows * k
 constexpr int64_t kL2Bytes = 512 * 1024;
 inline int64_t backward_block_n(const Params& p) {
   const bool every_key_visible = p.window_left < 0 && p.window_right < 0;
-  const int64_t query_side = 5 * pad_rows(p.seqlen_q) * pad_cols(p.head_dim) * int64_t(sizeof(float));
-  return every_key_visible && pad_cols(p.head_dim) <= 128 && query_side > kL2Bytes
+  // (5 x seqlen_q x d floats > kL2Bytes, divided rather than multiplied: seqlen_q may be huge.)
+  const int64_t rows_in_l2 = kL2Bytes / (5 * int64_t(sizeof(float)) * pad_cols(p.head_dim));
+  return every_key_visible && pad_cols(p.head_dim) <= 128 && p.seqlen_q > rows_in_l2
              ? kBlockN
              : kBlockNWindowed;
 }
